@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Run the project's test suites one after the other and report each with its test count.
+
+Usage: run_suites.py [SUITE ...]     (default: every suite, in the order below)
+       run_suites.py --list
+
+Each suite's full output goes to tests/output/harness/<suite>.log. A suite fails when its
+command fails or when it ran no test: nothing is ever skipped silently. The last line is the
+plain "N passed, N failed" that CI reads.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, "build")
+COLLECTIONS = os.path.join(BUILD, "collections")
+COLLECTION_COPY = os.path.join(COLLECTIONS, "ansible_collections", "azure_imds", "scheduled_events")
+LOGS = os.path.join(ROOT, "tests", "output", "harness")
+PY = "%d.%d" % sys.version_info[:2]
+BIN = os.path.dirname(sys.executable)
+
+
+def collection_files():
+    """Files of the working tree that git tracks or would track (untracked, not ignored)."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         cwd=ROOT, check=True, stdout=subprocess.PIPE).stdout.decode()
+    return [f for f in out.split("\0") if f and os.path.exists(os.path.join(ROOT, f))]
+
+
+def sync_collection():
+    """ansible-test wants the tree at .../ansible_collections/azure_imds/scheduled_events/."""
+    if os.path.isdir(COLLECTION_COPY):
+        shutil.rmtree(COLLECTION_COPY)
+    for rel in collection_files():
+        src = os.path.join(ROOT, rel)
+        dst = os.path.join(COLLECTION_COPY, rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst, follow_symlinks=False)
+    # ansible-test refuses to run on a tree that is not its own git work tree or has no .git:
+    # give the copy an empty marker so it treats the copy as the collection root.
+    return COLLECTION_COPY
+
+
+def count(pattern, text):
+    return len(re.findall(pattern, text, re.M))
+
+
+def last_int(pattern, text):
+    found = re.findall(pattern, text, re.M)
+    return int(found[-1]) if found else 0
+
+
+def parse_pytest(text):
+    passed = last_int(r"(\d+) passed", text)
+    return passed
+
+
+def molecule_scenarios():
+    base = os.path.join(ROOT, "extensions", "molecule")
+    if not os.path.isdir(base):
+        return []
+    return sorted(d for d in os.listdir(base) if os.path.isfile(os.path.join(base, d, "molecule.yml")))
+
+
+def suite_table():
+    ansible_test = os.path.join(BIN, "ansible-test")
+    return [
+        dict(name="sanity", cwd=COLLECTION_COPY, sync=True,
+             cmd=[ansible_test, "sanity", "--local", "--python", PY, "--color", "no"],
+             counter=lambda text: count(r"^Running sanity test '[^']+'", text)),
+        dict(name="units", cwd=ROOT, sync=True,
+             cmd=[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
+             counter=parse_pytest),
+        dict(name="integration", cwd=COLLECTION_COPY, sync=True,
+             cmd=[ansible_test, "integration", "--local", "--python", PY, "--color", "no"],
+             counter=lambda text: count(r"^Running \S+ integration test role", text)),
+        dict(name="molecule", cwd=os.path.join(ROOT, "extensions"), sync=True,
+             cmd=None, counter=None),
+        dict(name="lint", cwd=ROOT, sync=True,
+             cmd=[os.path.join(BIN, "ansible-lint"), "--offline", "--profile", "production", "--nocolor"],
+             counter=lambda text: last_int(r"Passed: 0 failure\(s\), 0 warning\(s\) (?:in|on) (\d+) files", text)),
+        dict(name="changelog", cwd=ROOT, sync=False,
+             cmd=[os.path.join(BIN, "antsibull-changelog"), "lint"],
+             counter=lambda text: len([f for f in os.listdir(os.path.join(ROOT, "changelogs", "fragments"))
+                                       if f.endswith((".yml", ".yaml"))]) if not text.strip() else 0),
+        dict(name="docs", cwd=ROOT, sync=True,
+             cmd=[sys.executable, os.path.join(ROOT, "docs", "generate_reference.py"), "--check"],
+             counter=lambda text: last_int(r"^docs: (\d+) reference pages current", text)),
+    ]
+
+
+def environment():
+    env = dict(os.environ)
+    env["ANSIBLE_COLLECTIONS_PATH"] = COLLECTIONS
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    env.setdefault("ANSIBLE_NOCOLOR", "1")
+    env["ANSIBLE_HOME"] = os.path.join(BUILD, "ansible-home")
+    env["MOLECULE_COLLECTIONS_PATH"] = COLLECTIONS
+    env.pop("AZURE_IMDS_URL", None)  # every test names its mock explicitly
+    return env
+
+
+def run_command(cmd, cwd, log, env):
+    with open(log, "ab") as handle:
+        handle.write(("$ %s   (in %s)\n" % (" ".join(cmd), cwd)).encode())
+        handle.flush()
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL)
+    return proc.returncode
+
+
+def run_suite(suite, env):
+    log = os.path.join(LOGS, suite["name"] + ".log")
+    open(log, "w").close()
+    if suite["sync"]:
+        sync_collection()
+    if suite["name"] == "molecule":
+        scenarios = molecule_scenarios()
+        rc = 0
+        passed = 0
+        for scenario in scenarios:
+            code = run_command([os.path.join(BIN, "molecule"), "test", "-s", scenario], suite["cwd"], log, env)
+            if code == 0:
+                passed += 1
+            rc = rc or code
+        return rc, passed, log
+    rc = run_command(suite["cmd"], suite["cwd"], log, env)
+    with open(log, encoding="utf-8", errors="replace") as handle:
+        text = handle.read()
+    return rc, suite["counter"](text), log
+
+
+def main(argv):
+    suites = suite_table()
+    names = [s["name"] for s in suites]
+    if "--list" in argv:
+        print("\n".join(names))
+        return 0
+    wanted = argv or names
+    unknown = [w for w in wanted if w not in names]
+    if unknown:
+        print("run_suites: unknown suite(s) %s; choose from: %s" % (", ".join(unknown), ", ".join(names)))
+        return 2
+    os.makedirs(LOGS, exist_ok=True)
+    env = environment()
+    isolation = os.environ.get("AZURE_IMDS_TEST_ISOLATION", "none")
+    print("harness: network isolation: %s" % isolation, flush=True)
+    if isolation == "none":
+        print("harness: refusing to run outside tests/harness/loopback-only (no isolation)")
+        return 2
+    results = []
+    for suite in suites:
+        if suite["name"] not in wanted:
+            continue
+        start = time.monotonic()
+        print("harness: %-12s running ..." % suite["name"], flush=True)
+        rc, tests, log = run_suite(suite, env)
+        took = time.monotonic() - start
+        ok = rc == 0 and tests > 0
+        why = "" if ok else (" (exit %d)" % rc if rc else " (ran no test)")
+        results.append((suite["name"], ok, tests, took))
+        print("harness: %-12s %s  %4d tests  %6.1fs%s  log: %s"
+              % (suite["name"], "PASS" if ok else "FAIL", tests, took, why, os.path.relpath(log, ROOT)),
+              flush=True)
+        if not ok:
+            with open(log, encoding="utf-8", errors="replace") as handle:
+                tail = handle.read().splitlines()[-40:]
+            print("\n".join("    | " + line for line in tail), flush=True)
+    passed = sum(t for _, ok, t, _ in results if ok)
+    failed = sum(max(t, 1) for _, ok, t, _ in results if not ok)
+    print("harness: suites: %s" % ", ".join("%s=%s" % (n, "ok" if ok else "FAILED") for n, ok, _, _ in results))
+    print("%d passed, %d failed" % (passed, failed))
+    return 0 if all(ok for _, ok, _, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

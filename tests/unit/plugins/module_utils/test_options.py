@@ -1,0 +1,57 @@
+"""The doc fragment and the argspec builder describe the same options."""
+
+import pytest
+import yaml
+
+from ansible_collections.azure_imds.scheduled_events.plugins.doc_fragments.imds import ModuleDocFragment
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _options
+
+
+def _compare(doc_text, spec):
+    documented = yaml.safe_load(doc_text)["options"]
+    assert sorted(documented) == sorted(spec)
+    for name, doc in documented.items():
+        arg = spec[name]
+        assert doc["type"] == arg["type"], name
+        assert doc.get("elements") == arg.get("elements"), name
+        assert doc.get("choices") == arg.get("choices"), name
+        default = doc.get("default")
+        if arg["type"] == "float" and default is not None:
+            default = float(default)
+        assert default == arg.get("default"), name
+        assert doc.get("required", False) == arg.get("required", False), name
+        assert doc["description"], name
+
+
+def test_connection_fragment_matches_argspec():
+    _compare(ModuleDocFragment.DOCUMENTATION, _options.imds_argument_spec())
+
+
+def test_filter_fragment_matches_argspec():
+    _compare(ModuleDocFragment.FILTERS, _options.filter_argument_spec())
+
+
+def test_api_version_choices_are_the_clients():
+    assert _options.imds_argument_spec()["api_version"]["choices"] == list(_imds.API_VERSIONS)
+
+
+def test_empty_filter_list_is_refused_with_the_fix():
+    with pytest.raises(_imds.ImdsInputError, match="event_types is an empty list.*Leave event_types out"):
+        _options.check_filters({"event_types": []})
+
+
+def test_malformed_event_id_filter_is_refused():
+    with pytest.raises(_imds.ImdsInputError, match="'1234'"):
+        _options.check_filters({"event_ids": ["1234"]})
+
+
+def test_unknown_event_type_is_kept_with_a_warning():
+    warnings = _options.check_filters({"event_types": ["Freeze", "Hibernate"]})
+    assert len(warnings) == 1 and "'Hibernate'" in warnings[0]
+
+
+def test_client_from_params_uses_the_options():
+    client = _options.client_from_params({"imds_url": "http://127.0.0.1:1/vm/a", "api_version": "2019-08-01",
+                                          "request_timeout": 3.0, "retry_timeout": 0.0})
+    assert (client.base_url, client.api_version, client.request_timeout, client.retry_timeout) == (
+        "http://127.0.0.1:1/vm/a", "2019-08-01", 3.0, 0.0)

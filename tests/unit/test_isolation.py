@@ -1,0 +1,49 @@
+"""The suites run where nothing but loopback can be reached (tests/harness/loopback-only)."""
+
+import errno
+import os
+import socket
+
+import pytest
+
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+
+from .plugins.module_utils.fakes import FakeClock
+
+ISOLATION = os.environ.get("AZURE_IMDS_TEST_ISOLATION")
+
+
+def require_isolation():
+    # Checked before any attempt, so that a run outside the harness fails here instead of
+    # sending a packet towards the real metadata address.
+    assert ISOLATION in ("netns", "userns", "guard"), (
+        "run the tests through tests/harness/loopback-only (make test); AZURE_IMDS_TEST_ISOLATION=%r" % ISOLATION)
+
+
+def test_only_loopback_interfaces_exist_in_a_namespace():
+    require_isolation()
+    if ISOLATION == "guard":
+        pytest.fail("no network namespace on this machine: the guard is in use; CI runs as root and must get one")
+    names = [name for _, name in socket.if_nameindex()]
+    assert names == ["lo"]
+
+
+def test_a_socket_to_the_real_imds_address_fails():
+    require_isolation()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(2)
+    try:
+        with pytest.raises(OSError) as info:
+            sock.connect(("169.254.169.254", 80))
+    finally:
+        sock.close()
+    assert info.value.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EPERM, errno.EACCES, None)
+
+
+def test_the_client_with_its_default_url_fails_as_not_an_azure_vm():
+    require_isolation()
+    clock = FakeClock()
+    client = _imds.ImdsClient(environ={}, clock=clock, sleep=clock.sleep)
+    assert client.base_url == "http://169.254.169.254"
+    with pytest.raises(_imds.ImdsUnavailableError, match="is this an Azure VM"):
+        client.get_scheduled_events()
