@@ -74,7 +74,7 @@ EVENT_FIELDS = (
     ("EventSource", "event_source"),
     ("DurationInSeconds", "duration_in_seconds"),
 )
-_RAW_FIELDS = frozenset(raw for raw, _ in EVENT_FIELDS)
+_RAW_FIELDS = frozenset(pair[0] for pair in EVENT_FIELDS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -676,9 +676,9 @@ class ImdsClient:
             hint = "A proxy or firewall refused the request: IMDS must be reached directly, without a proxy."
         else:
             hint = "This status is not retried; check the IMDS error text."
+        detail = ": %s" % failure.imds_error if failure.imds_error else ""
         return ImdsHttpError(
-            "%s %s failed with HTTP %s%s." % (method, url, status,
-                                             ": %s" % failure.imds_error if failure.imds_error else ""),
+            "%s %s failed with HTTP %s%s." % (method, url, status, detail),
             url=url, status=status, imds_error=failure.imds_error, hint=hint)
 
     def _timeout_error(self, method, url, failure, elapsed):
@@ -742,3 +742,73 @@ def client_from_options(options, **overrides):
     )
     kwargs.update(overrides)
     return ImdsClient(**kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# Watching for a new document (scheduled_event_info's changed_since / max_wait)
+# --------------------------------------------------------------------------------------------
+
+# A poll made when the deadline is (almost) reached still needs a moment to be answered; IMDS
+# answers in milliseconds, so this bounds how far a watch can overrun its max_wait.
+WATCH_MIN_READ_TIMEOUT = 1.0
+
+
+class WatchResult:
+    def __init__(self, events, watched, polls):
+        self.events = events      # the last ScheduledEvents read
+        self.watched = watched    # seconds from the first poll to the return
+        self.polls = polls        # GETs of the document, failed ones included
+
+
+def _worth_another_poll(exc, have_document):
+    # Before any document was read, only failures that time may cure are polled through: a
+    # refused connection (no IMDS here), a 400 or a redirect would fail the same way for the
+    # whole watch. Once a document was read, any failure is a passing one.
+    if have_document:
+        return True
+    if isinstance(exc, ImdsHttpError):
+        return exc.status == 404  # early in boot
+    return isinstance(exc, (ImdsTimeoutError, ImdsResponseError))
+
+
+def watch_document(client, changed_since, max_wait, poll_interval, clock=None, sleep=None):
+    """Poll until DocumentIncarnation differs from changed_since or max_wait seconds pass.
+
+    One monotonic deadline bounds the whole watch: each poll's retry_timeout and request_timeout
+    are clamped to the time left, and each sleep to the time left. Returns WatchResult with the
+    last document read; raises the last error only when no document was read at all.
+    """
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    if poll_interval <= 0:
+        raise ImdsInputError("poll_interval must be a positive number of seconds, got %r." % (poll_interval,))
+    start = clock()
+    deadline = start + max(0.0, max_wait)
+    saved = (client.retry_timeout, client.request_timeout)
+    events = None
+    last_error = None
+    polls = 0
+    try:
+        while True:
+            left = deadline - clock()
+            client.retry_timeout = min(saved[0], max(0.0, left))
+            client.request_timeout = min(saved[1], max(WATCH_MIN_READ_TIMEOUT, left))
+            polls += 1
+            try:
+                events = client.get_scheduled_events()
+                last_error = None
+                if events.incarnation != changed_since:
+                    break
+            except ImdsError as exc:
+                if not _worth_another_poll(exc, events is not None):
+                    raise
+                last_error = exc
+            left = deadline - clock()
+            if left <= 0:
+                break
+            sleep(min(poll_interval, left))
+    finally:
+        client.retry_timeout, client.request_timeout = saved
+    if events is None:
+        raise last_error
+    return WatchResult(events, clock() - start, polls)

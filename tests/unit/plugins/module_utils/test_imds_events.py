@@ -113,7 +113,10 @@ def test_select_by_every_filter():
               for i, (t, s, src, r) in enumerate([("Freeze", "Scheduled", "Platform", ["a"]),
                                                   ("Reboot", "Started", "User", ["b"]),
                                                   ("Reboot", "Scheduled", "User", ["a", "b"])])]
-    ids = lambda evs: [e["event_id"][:8] for e in evs]  # noqa: E731
+
+    def ids(selected):
+        return [e["event_id"][:8] for e in selected]
+
     assert ids(_imds.select_events(events, event_types=["Reboot"])) == ["00000001", "00000002"]
     assert ids(_imds.select_events(events, event_statuses=["Scheduled"])) == ["00000000", "00000002"]
     assert ids(_imds.select_events(events, event_sources=["User"])) == ["00000001", "00000002"]
