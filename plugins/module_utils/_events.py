@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to azure_imds.scheduled_events
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# This module_utils is PRIVATE to this collection: its API may change in any release.
+#
+# What scheduled_event_info and scheduled_event_approve do alike with an AnsibleModule: build
+# the shared client, learn this VM's name, and turn the client's typed errors into fail_json.
+# Everything that does not need Ansible stays in _imds.py.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _options
+
+
+class Runtime:
+    """The clocks and the transport of one module run. Unit tests pass fakes, so nothing waits."""
+
+    def __init__(self, clock=None, sleep=None, wall_clock=None, connection_factory=None, rng=None):
+        self.clock = clock or time.monotonic
+        self.sleep = sleep or time.sleep
+        self.wall_clock = wall_clock or time.time
+        self.connection_factory = connection_factory
+        self.rng = rng
+
+    def client(self, params):
+        return _options.client_from_params(params, clock=self.clock, sleep=self.sleep, wall_clock=self.wall_clock,
+                                           connection_factory=self.connection_factory, rng=self.rng)
+
+
+def run(module, execute, runtime=None):
+    """Call execute(module, client, runtime); every error of the client ends as one fail_json."""
+    runtime = runtime or Runtime()
+    client = None
+    try:
+        for warning in _options.check_filters(module.params):
+            module.warn(warning)
+        client = runtime.client(module.params)
+        execute(module, client, runtime)
+    except _imds.ImdsError as exc:
+        module.fail_json(msg=str(exc), **exc.to_dict())
+    except _imds.ImdsInputError as exc:
+        module.fail_json(msg=str(exc), url=None, status=None, imds_error=None, hint=None)
+    except ValueError as exc:
+        # The client parses NotBefore while building its result; a value it cannot read is a
+        # fault of the answer, not of the task.
+        url = client.scheduled_events_url() if client else None
+        module.fail_json(msg="IMDS sent a Scheduled Events document this module cannot read: %s. Run again; if it "
+                             "persists, report the answer of GET %s." % (exc, url),
+                         url=url, status=200, imds_error=None, hint=None)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def resource_name(module, client, needed_by=None):
+    """This VM's name as Resources spells it, or None when IMDS does not know it and nothing needs it.
+
+    needed_by names the option that cannot work without the name; then a failure is final.
+    """
+    try:
+        return _options.resolve_resource_name(client, module.params)
+    except _imds.ImdsHttpError as exc:
+        if exc.status != 404:
+            raise
+        if needed_by:
+            raise _imds.ImdsHttpError("%s %s needs this VM's name: set resource_name to the VM name as event "
+                                      "Resources spell it." % (exc, needed_by),
+                                      url=exc.url, status=exc.status, imds_error=exc.imds_error)
+        module.warn("IMDS did not tell this VM's name (%s), so affects_this_host is false for every event. "
+                    "Set resource_name to the VM name as event Resources spell it." % exc)
+        return None
+
+
+def annotated(events, name, runtime):
+    return _imds.annotate_events(events, name, now_epoch=runtime.wall_clock())

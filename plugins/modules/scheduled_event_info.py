@@ -1,0 +1,312 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to azure_imds.scheduled_events
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: scheduled_event_info
+short_description: Read the Azure Scheduled Events of this VM from the Instance Metadata Service
+version_added: 0.1.0
+description:
+  - Reads the Scheduled Events document (reboots, freezes, redeploys, Spot evictions, scale set
+    deletions the platform has planned) from the Azure Instance Metadata Service (IMDS), and
+    returns the events that pass the filters, normalised and sorted by C(NotBefore).
+  - IMDS answers only from inside the VM, so this module runs on the managed VM. It needs nothing
+    there but Python 3.
+  - Events of an availability set or scale set placement group are shown to every VM of the group;
+    RV(events[].affects_this_host) and O(this_host_only) tell those that name this VM.
+  - Optionally (O(changed_since), O(max_wait)) it blocks on the host until the document changes,
+    which is how M(azure_imds.scheduled_events.scheduled_event_wait) waits without running one
+    remote task per poll.
+extends_documentation_fragment:
+  - azure_imds.scheduled_events.imds
+  - azure_imds.scheduled_events.imds.filters
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads, so it does the same in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  this_host_only:
+    description:
+      - Keep only events whose C(Resources) name this VM (see O(resource_name)).
+    type: bool
+    default: false
+  changed_since:
+    description:
+      - Mostly for M(azure_imds.scheduled_events.scheduled_event_wait); lets a task block on the host
+        until the document changes.
+      - A C(DocumentIncarnation) seen before. With O(max_wait) above V(0), the module polls IMDS every
+        O(poll_interval) seconds and returns as soon as the incarnation differs from this value (at
+        once if the first read already differs), or after O(max_wait) seconds with the last
+        document it read.
+      - Compare incarnations only for equality; IMDS may skip numbers.
+    type: int
+  max_wait:
+    description:
+      - Mostly for M(azure_imds.scheduled_events.scheduled_event_wait); lets a task block on the host
+        until the document changes.
+      - Seconds to wait for a document whose incarnation differs from O(changed_since). V(0) reads
+        once and returns. Needs O(changed_since) when above V(0).
+      - IMDS failures during the wait are polled through until the time is up; the module fails only
+        when it read no document at all, with the last error. Before the first document, failures
+        that would repeat (nothing listening, 400, redirects) fail at once.
+      - O(retry_timeout) and O(request_timeout) of each poll are cut to the time left (a read is
+        given at least one second), so the wait ends within about one second of O(max_wait).
+    type: float
+    default: 0
+  poll_interval:
+    description:
+      - Mostly for M(azure_imds.scheduled_events.scheduled_event_wait); lets a task block on the host
+        until the document changes.
+      - Seconds between two reads while waiting. IMDS suggests polling once a second and allows five
+        requests per second per VM for all callers together.
+    type: float
+    default: 1
+notes:
+  - This VM's name is read from IMDS when O(resource_name) is not set. If IMDS answers 404 for it and
+    O(this_host_only) is false, the module goes on with RV(resource_name=null), warns, and reports
+    RV(events[].affects_this_host=false) for every event; with O(this_host_only=true) it fails.
+seealso:
+  - module: azure_imds.scheduled_events.scheduled_event_approve
+  - name: Azure Scheduled Events for Linux VMs
+    description: What each event type means and how much notice it comes with.
+    link: https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events
+author:
+  - azure_imds.scheduled_events maintainers (@azure-imds)
+"""
+
+EXAMPLES = r"""
+---
+- name: Read the scheduled events of this VM
+  azure_imds.scheduled_events.scheduled_event_info:
+  register: scheduled
+
+- name: Show what the platform has planned
+  ansible.builtin.debug:
+    msg: "{{ item.event_type }} {{ item.event_id }} ({{ item.event_status }}) in {{ item.seconds_to_not_before }} s"
+  loop: "{{ scheduled.events }}"
+  loop_control:
+    label: "{{ item.event_id }}"
+
+- name: Only the reboots and redeploys that name this VM
+  azure_imds.scheduled_events.scheduled_event_info:
+    event_types: [Reboot, Redeploy]
+    this_host_only: true
+  register: impactful
+
+- name: Drain this VM when one is coming
+  ansible.builtin.debug:
+    msg: "Draining {{ impactful.resource_name }} before {{ impactful.events[0].not_before }}"
+  when: impactful.events | length > 0
+
+- name: Block on the VM for up to a minute until the document changes
+  azure_imds.scheduled_events.scheduled_event_info:
+    changed_since: "{{ scheduled.document_incarnation }}"
+    max_wait: 60
+  register: changed
+
+- name: Say whether it changed
+  ansible.builtin.debug:
+    msg: >-
+      {{ 'Incarnation ' ~ changed.document_incarnation ~ ' after ' ~ changed.watched ~ ' s'
+         if changed.document_incarnation != scheduled.document_incarnation
+         else 'No change within a minute' }}
+"""
+
+RETURN = r"""
+document_incarnation:
+  description:
+    - C(DocumentIncarnation) of the document read. It grows whenever the events change; compare it
+      for equality only, since readers can see gaps.
+  returned: success
+  type: int
+  sample: 3
+events:
+  description:
+    - The events that pass the filters, sorted by C(NotBefore) (started events first).
+    - Fields that the requested O(api_version) does not report are V(null).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    event_id:
+      description: C(EventId), a GUID, exactly as IMDS spelled it.
+      type: str
+      returned: success
+      sample: C7061BAC-AFDC-4513-B24B-AA5F13A16123
+    event_type:
+      description: C(Freeze), C(Reboot), C(Redeploy), C(Preempt), C(Terminate) or a type Azure added later.
+      type: str
+      returned: success
+      sample: Reboot
+    event_status:
+      description: C(Scheduled) (starts after RV(events[].not_before) or on approval) or C(Started).
+      type: str
+      returned: success
+      sample: Scheduled
+    resource_type:
+      description: C(ResourceType), C(VirtualMachine).
+      type: str
+      returned: success
+      sample: VirtualMachine
+    resources:
+      description:
+        - Names of the VMs the event affects. The leading underscore of api-version 2017-03-01 is removed.
+      type: list
+      elements: str
+      returned: success
+      sample: [web_0, web_1]
+    not_before:
+      description: C(NotBefore) in ISO 8601 UTC, V(null) once the event started.
+      type: str
+      returned: success
+      sample: '2022-04-11T22:26:58Z'
+    description:
+      description: C(Description) (api-version 2019-04-01 and later), may be empty.
+      type: str
+      returned: success
+      sample: Host server is undergoing maintenance.
+    event_source:
+      description: C(Platform) or C(User) (api-version 2019-08-01 and later).
+      type: str
+      returned: success
+      sample: Platform
+    duration_in_seconds:
+      description: Expected impact in seconds, V(-1) when unknown (api-version 2020-07-01).
+      type: int
+      returned: success
+      sample: 9
+    affects_this_host:
+      description: Whether RV(events[].resources) names this VM (RV(resource_name)), by exact match.
+      type: bool
+      returned: success
+      sample: true
+    seconds_to_not_before:
+      description: Seconds from now to C(NotBefore), negative when it has passed, V(null) when started.
+      type: float
+      returned: success
+      sample: 842.5
+  sample:
+    - event_id: C7061BAC-AFDC-4513-B24B-AA5F13A16123
+      event_type: Reboot
+      event_status: Scheduled
+      resource_type: VirtualMachine
+      resources: [web_0, web_1]
+      not_before: '2022-04-11T22:26:58Z'
+      description: Host server is undergoing maintenance.
+      event_source: Platform
+      duration_in_seconds: -1
+      affects_this_host: true
+      seconds_to_not_before: 842.5
+document:
+  description: The Scheduled Events document exactly as IMDS sent it, not filtered.
+  returned: success
+  type: dict
+  sample:
+    DocumentIncarnation: 3
+    Events:
+      - EventId: C7061BAC-AFDC-4513-B24B-AA5F13A16123
+        EventStatus: Scheduled
+        EventType: Reboot
+        ResourceType: VirtualMachine
+        Resources: [web_0, web_1]
+        NotBefore: Mon, 11 Apr 2022 22:26:58 GMT
+        Description: Host server is undergoing maintenance.
+        EventSource: Platform
+        DurationInSeconds: -1
+resource_name:
+  description:
+    - The VM name used for RV(events[].affects_this_host) and O(this_host_only), from O(resource_name)
+      or IMDS; V(null) when IMDS did not know it (see the notes).
+  returned: success
+  type: str
+  sample: web_0
+api_version:
+  description: The api-version the document was read with.
+  returned: success
+  type: str
+  sample: '2020-07-01'
+watched:
+  description: Seconds spent waiting for a change (O(max_wait)); V(0.0) when the module did not wait.
+  returned: success
+  type: float
+  sample: 4.02
+polls:
+  description:
+    - How many times the module read the document, failed reads included. One read retries
+      retryable failures by itself within O(retry_timeout).
+  returned: success
+  type: int
+  sample: 5
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _events, _imds, _options
+
+
+def argument_spec():
+    spec = _options.imds_argument_spec()
+    spec.update(_options.filter_argument_spec())
+    spec.update(
+        this_host_only=dict(type="bool", default=False),
+        changed_since=dict(type="int"),
+        max_wait=dict(type="float", default=0.0),
+        poll_interval=dict(type="float", default=1.0),
+    )
+    return spec
+
+
+def check_watch_options(params):
+    if params["max_wait"] < 0:
+        raise _imds.ImdsInputError("max_wait must be zero or a positive number of seconds, got %r." % params["max_wait"])
+    if params["poll_interval"] <= 0:
+        raise _imds.ImdsInputError("poll_interval must be a positive number of seconds, got %r."
+                                   % params["poll_interval"])
+    if params["max_wait"] > 0 and params["changed_since"] is None:
+        raise _imds.ImdsInputError(
+            "max_wait waits for the document to change from changed_since, which is not set. Set changed_since to "
+            "the document_incarnation of an earlier read, or leave max_wait out to read once.")
+
+
+def read(module, client, runtime):
+    params = module.params
+    check_watch_options(params)
+    name = _events.resource_name(module, client, needed_by="this_host_only" if params["this_host_only"] else None)
+    if params["changed_since"] is not None and params["max_wait"] > 0:
+        watch = _imds.watch_document(client, params["changed_since"], params["max_wait"], params["poll_interval"],
+                                     clock=runtime.clock, sleep=runtime.sleep)
+        scheduled, watched, polls = watch.events, watch.watched, watch.polls
+    else:
+        scheduled, watched, polls = client.get_scheduled_events(), 0.0, 1
+    selected = _imds.select_events(scheduled.events, resource_name=name, this_host_only=params["this_host_only"],
+                                   **_options.filter_kwargs(params))
+    module.exit_json(
+        changed=False,
+        document_incarnation=scheduled.incarnation,
+        events=_events.annotated(selected, name, runtime),
+        document=scheduled.document,
+        resource_name=name,
+        api_version=client.api_version,
+        watched=round(float(watched), 3),
+        polls=polls,
+    )
+
+
+def main(runtime=None):
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    _events.run(module, read, runtime)
+
+
+if __name__ == "__main__":
+    main()
