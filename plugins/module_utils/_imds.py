@@ -369,14 +369,19 @@ def parse_document(body, url=None):
 class ScheduledEvents:
     """A parsed Scheduled Events document: the raw dict and its normalised events."""
 
-    def __init__(self, document, api_version=DEFAULT_API_VERSION):
+    def __init__(self, document, api_version=DEFAULT_API_VERSION, url=None):
         self.document = document
         self.api_version = api_version
         try:
             self.incarnation = int(document.get("DocumentIncarnation") or 0)
         except (TypeError, ValueError):
             self.incarnation = 0
-        self.events = [normalize_event(e, api_version) for e in document["Events"]]
+        try:
+            self.events = [normalize_event(e, api_version) for e in document["Events"]]
+        except ValueError as exc:
+            raise ImdsResponseError(
+                "IMDS sent an event this client cannot read: %s" % exc, url=url, status=200,
+                hint="Please report it with the raw document, which curl -H Metadata:true URL shows.")
 
     def find(self, event_id):
         for event in self.events:
@@ -499,6 +504,10 @@ class ImdsClient:
         self._connection = None
         #: Every failed attempt of the last operation, oldest first (for messages and tests).
         self.last_failures = []
+        #: Send once more over a new connection when a kept-alive one turns out closed (usually the
+        #: server closed it while idle and never saw the request). A caller that paces every request
+        #: itself, such as the watcher daemon, sets this to False and treats it as a failed attempt.
+        self.resend_on_stale_connection = True
 
     # -- public operations ---------------------------------------------------------------------
 
@@ -515,7 +524,7 @@ class ImdsClient:
         """GET the Scheduled Events document. Returns ScheduledEvents."""
         document = self._request("GET", SCHEDULED_EVENTS_PATH, {"api-version": self.api_version},
                                  parse=parse_document)
-        return ScheduledEvents(document, self.api_version)
+        return ScheduledEvents(document, self.api_version, url=self.scheduled_events_url())
 
     def approve(self, event_ids):
         """POST one request that starts every given event. Ids are echoed exactly as given."""
@@ -580,8 +589,8 @@ class ImdsClient:
             raise _AttemptFailed(Failure(Failure.READ_TIMEOUT, "no answer within %.1fs" % read_timeout))
         except (http_client.HTTPException, OSError) as exc:
             self.close()
-            if reused and isinstance(exc, (http_client.RemoteDisconnected, BrokenPipeError,
-                                           ConnectionResetError)):
+            stale = isinstance(exc, (http_client.RemoteDisconnected, BrokenPipeError, ConnectionResetError))
+            if reused and stale and self.resend_on_stale_connection:
                 # A kept-alive connection the server closed meanwhile: not a failure, reconnect once.
                 return self._send_once(method, path_and_query, body, read_timeout)
             raise _AttemptFailed(Failure(Failure.DROPPED, "connection dropped mid-request: %s"

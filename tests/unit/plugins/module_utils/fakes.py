@@ -96,7 +96,7 @@ class _FakeConnection:
         if step[0] == "fail":
             self.t.clock.now += step[3]
             raise step[1]
-        _, status, body, headers, reason, cost = step
+        status, body, headers, reason, cost = step[1:]
         self.t.clock.now += cost
         return FakeResponse(status, reason, body, headers)
 

@@ -155,3 +155,8 @@ def test_published_live_migration_documents_normalise():
 def test_parse_document_refuses_what_is_not_a_document(body):
     with pytest.raises(_imds.ImdsResponseError):
         _imds.parse_document(body, url="http://127.0.0.1:9/x")
+
+
+def test_unreadable_not_before_in_a_document_is_a_typed_error():
+    with pytest.raises(_imds.ImdsResponseError, match="'next tuesday'"):
+        _imds.ScheduledEvents({"DocumentIncarnation": 1, "Events": [dict(FULL, NotBefore="next tuesday")]})
