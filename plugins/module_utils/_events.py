@@ -45,13 +45,6 @@ def run(module, execute, runtime=None):
         module.fail_json(msg=str(exc), **exc.to_dict())
     except _imds.ImdsInputError as exc:
         module.fail_json(msg=str(exc), url=None, status=None, imds_error=None, hint=None)
-    except ValueError as exc:
-        # The client parses NotBefore while building its result; a value it cannot read is a
-        # fault of the answer, not of the task.
-        url = client.scheduled_events_url() if client else None
-        module.fail_json(msg="IMDS sent a Scheduled Events document this module cannot read: %s. Run again; if it "
-                             "persists, report the answer of GET %s." % (exc, url),
-                         url=url, status=200, imds_error=None, hint=None)
     finally:
         if client is not None:
             client.close()

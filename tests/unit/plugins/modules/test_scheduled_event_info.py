@@ -310,3 +310,10 @@ def test_examples_run_against_the_mock(tmp_path):
     assert "Draining web_0 before" in completed.stdout
     assert re.search(r'"msg": "Incarnation \d+ after [0-9.]+ s"', completed.stdout), completed.stdout
     assert any("/metadata/scheduledevents" in r["path"] for r in audit["requests"])
+
+
+def test_unreadable_not_before_fails_with_a_message_not_a_traceback():
+    outcome = run({"resource_name": "vm0"}, [doc_answer(raw_event(A, not_before="next tuesday"))])
+    assert outcome.failed
+    assert "cannot read" in outcome.result["msg"] and "'next tuesday'" in outcome.result["msg"]
+    assert outcome.result["status"] == 200
