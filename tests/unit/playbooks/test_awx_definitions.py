@@ -1,0 +1,159 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to azure_imds.scheduled_events
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""extensions/awx/: job templates point at real playbooks, and surveys ask for variables they read.
+
+AWX cannot run here, so these checks cover what can go wrong in the definitions themselves:
+a template naming a playbook that does not exist, a survey variable no playbook reads (a typo
+silently ignored at launch), a survey answer the playbook would refuse, a schedule or project
+reference that points nowhere.
+"""
+
+import os
+import re
+import subprocess
+
+import pytest
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from .conftest import BIN, FARM, PLAYBOOK_NAMES, PLAYBOOKS, ROOT, argument_spec, load_yaml
+from .playbook_files import reachable_files, reads
+
+AWX = os.path.join(ROOT, "extensions", "awx")
+PROJECT = os.path.join(AWX, "project")
+CONFIG = load_yaml(os.path.join(AWX, "controller_configuration.yml"))
+TEMPLATES = CONFIG["controller_templates"]
+SURVEY_TYPES = ("text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect")
+COLLECTION_PLAYBOOK = re.compile(r"import_playbook:\s*azure_imds\.scheduled_events\.(\w+)\s*$", re.M)
+
+
+def collection_playbook_of(template):
+    """The collection playbook a job template runs, through its project playbook."""
+    path = os.path.join(PROJECT, template["playbook"])
+    with open(path, encoding="utf-8") as handle:
+        found = COLLECTION_PLAYBOOK.findall(handle.read())
+    assert len(found) == 1, "%s must import exactly one collection playbook, found %s" % (path, found)
+    return found[0]
+
+
+def specs_for(playbook):
+    """Argument specs (options) of the playbook and of the roles it applies, as one dict."""
+    options = dict(argument_spec(playbook))
+    for role in reachable_files(playbook)[1]:
+        path = os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")
+        assert os.path.isfile(path), "role %s, applied by %s, has no meta/argument_specs.yml" % (role, playbook)
+        options.update(load_yaml(path)["argument_specs"]["main"]["options"])
+    return options
+
+
+def survey_items():
+    for template in TEMPLATES:
+        for question in template["survey_spec"]["spec"]:
+            yield template, question
+
+
+def _ids(items):
+    return ["%s:%s" % (t["playbook"], q["variable"]) for t, q in items]
+
+
+SURVEY = list(survey_items())
+
+
+# -- templates and playbooks -----------------------------------------------------------------------
+
+def test_every_collection_playbook_has_exactly_one_job_template():
+    assert sorted(collection_playbook_of(t) for t in TEMPLATES) == sorted(PLAYBOOK_NAMES)
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=[t["name"] for t in TEMPLATES])
+def test_the_job_template_points_at_a_project_playbook_that_runs_a_collection_playbook(template):
+    assert os.path.isfile(os.path.join(PROJECT, template["playbook"])), template["playbook"]
+    name = collection_playbook_of(template)
+    assert os.path.isfile(os.path.join(PLAYBOOKS, name + ".yml")), "playbooks/%s.yml does not exist" % name
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=[t["name"] for t in TEMPLATES])
+def test_the_job_template_uses_the_defined_project_and_execution_environment(template):
+    projects = [p["name"] for p in CONFIG["controller_projects"]]
+    environments = [e["name"] for e in CONFIG["controller_execution_environments"]]
+    assert template["project"] in projects
+    assert template["execution_environment"] in environments
+    assert template["job_type"] in ("run", "check")
+
+
+def test_schedules_run_existing_templates_with_a_valid_rule():
+    names = [t["name"] for t in TEMPLATES]
+    assert CONFIG["controller_schedules"], "the guide promises a schedule for the report"
+    for schedule in CONFIG["controller_schedules"]:
+        assert schedule["unified_job_template"] in names
+        assert re.match(r"^DTSTART:\d{8}T\d{6}Z RRULE:FREQ=(MINUTELY|HOURLY|DAILY|WEEKLY);INTERVAL=\d+$",
+                        schedule["rrule"]), schedule["rrule"]
+
+
+def test_the_project_playbooks_pass_a_syntax_check():
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=FARM, ANSIBLE_NOCOLOR="1")
+    for template in TEMPLATES:
+        proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "--syntax-check", "-i", "localhost,",
+                               os.path.join(PROJECT, template["playbook"])], env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+        assert proc.returncode == 0, proc.stdout.decode()
+
+
+# -- surveys ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=[t["name"] for t in TEMPLATES])
+def test_the_survey_is_well_formed(template):
+    assert template["survey_enabled"] is True
+    spec = template["survey_spec"]["spec"]
+    variables = [q["variable"] for q in spec]
+    assert len(variables) == len(set(variables)), "a variable is asked twice"
+    for question in spec:
+        assert question["question_name"] and question["type"] in SURVEY_TYPES, question
+        choices = question.get("choices")
+        if question["type"] in ("multiplechoice", "multiselect"):
+            assert choices, question
+            default = question.get("default")
+            for value in (default if isinstance(default, list) else [default] if default is not None else []):
+                assert value in choices, question
+        if question["type"] == "integer" and "default" in question:
+            assert question.get("min", question["default"]) <= question["default"] <= question.get(
+                "max", question["default"]), question
+
+
+@pytest.mark.parametrize("template, question", SURVEY, ids=_ids(SURVEY))
+def test_every_survey_variable_is_read_by_the_playbook(template, question):
+    playbook = collection_playbook_of(template)
+    files, _roles = reachable_files(playbook)
+    assert reads(files, question["variable"]), "%s asks for %s, which %s never reads (files: %s)" % (
+        template["name"], question["variable"], playbook, ", ".join(os.path.relpath(f, ROOT) for f in files))
+
+
+@pytest.mark.parametrize("template, question", SURVEY, ids=_ids(SURVEY))
+def test_every_survey_answer_passes_the_argument_spec(template, question):
+    options = specs_for(collection_playbook_of(template))
+    name = question["variable"]
+    assert name in options, "%s is not documented in the argument spec of %s" % (name, template["playbook"])
+    answers = []
+    if "default" in question:
+        answers.append(question["default"])
+    if question["type"] == "multiplechoice":
+        answers.extend(question["choices"])
+    elif question["type"] == "multiselect":
+        answers.append(list(question["choices"]))
+    validator = ArgumentSpecValidator({name: options[name]})
+    for answer in answers:
+        result = validator.validate({name: answer}, validate_role_argument_spec=True)
+        assert not result.error_messages, (answer, result.error_messages)
+
+
+def test_the_reachability_scan_sees_the_included_files():
+    files, roles = reachable_files("rolling_maintenance")
+    names = sorted(os.path.basename(f) for f in files)
+    assert {"rolling_maintenance_events.yml", "rolling_maintenance_hook.yml", "rolling_maintenance_check.yml",
+            "rolling_maintenance_work.yml"} <= set(names)
+    assert roles == []
+    report_files = [os.path.basename(f) for f in reachable_files("report")[0]]
+    assert {"report_fleet.json.j2", "report_table.txt.j2", "report.md.j2"} <= set(report_files)
+    # Comments do not count as reading: the header of every playbook names all its variables.
+    assert not reads(files, "rolling_maintenance_no_such_variable")
+    assert not reads([os.path.join(PLAYBOOKS, "report.yml")], "rolling_maintenance_mode")
