@@ -1,0 +1,235 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to azure_imds.scheduled_events
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+#
+# Controller side of azure_imds.scheduled_events.scheduled_event_wait; its documentation is
+# plugins/modules/scheduled_event_wait.py. The waiting itself happens on the managed host, inside
+# runs of scheduled_event_info that watch IMDS for up to a chunk of time each: one module run per
+# poll would cost a Python start on the host every second.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+import threading
+import time
+
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _options
+from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils import _wait_state
+
+display = Display()
+
+INFO_MODULE = "azure_imds.scheduled_events.scheduled_event_info"
+
+# IMDS allows 5 requests per second per VM across every caller on that VM.
+MIN_SLEEP = 0.2
+
+
+def argument_spec():
+    """Options of plugins/modules/scheduled_event_wait.py DOCUMENTATION (a unit test keeps them equal)."""
+    spec = _options.imds_argument_spec()
+    spec.update(_options.filter_argument_spec())
+    spec.update(
+        this_host_only=dict(type="bool", default=False),
+        state=dict(type="str", choices=list(_wait_state.STATES)),
+        condition=dict(type="str"),
+        since_incarnation=dict(type="int"),
+        timeout=dict(type="float", default=1800.0),
+        delay=dict(type="float", default=0.0),
+        sleep=dict(type="float", default=1.0),
+        msg=dict(type="str"),
+    )
+    return spec
+
+
+# What the info module gets verbatim; the timeouts are clamped per run by the Waiter.
+PASSED_OPTIONS = ("imds_url", "api_version", "resource_name", "this_host_only") + _options.FILTER_NAMES
+
+
+def check_times(args):
+    if args["timeout"] < 0:
+        raise _wait_state.WaitInputError("timeout is %s; give the number of seconds to wait, 0 or more." % args["timeout"])
+    if args["delay"] < 0:
+        raise _wait_state.WaitInputError("delay is %s; give the seconds to wait before the first read, 0 or more."
+                                         % args["delay"])
+    if args["sleep"] < MIN_SLEEP:
+        raise _wait_state.WaitInputError(
+            "sleep is %s; use %s seconds or more: IMDS allows 5 requests per second per VM across every caller, "
+            "and Microsoft recommends polling once a second." % (args["sleep"], MIN_SLEEP))
+
+
+class _ModuleRun:
+    """A module run in a daemon thread: a hung one must not keep the worker process alive."""
+
+    def __init__(self, call):
+        self.result = None
+        self.error = None
+        self.thread = threading.Thread(target=self._run, args=(call,), name="scheduled_event_wait")
+        self.thread.daemon = True
+        self.thread.start()
+
+    def _run(self, call):
+        try:
+            self.result = call()
+        except BaseException as exc:  # pylint: disable=broad-exception-caught
+            # Raised again in the task's own thread, where Ansible reports it.
+            self.error = exc
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    # Class attributes so that tests can replace the clock, the sleep and the chunk on an instance.
+    chunk_seconds = _wait_state.CHUNK_SECONDS
+    _clock = staticmethod(time.monotonic)
+    _sleep = staticmethod(time.sleep)
+    answer_grace = _wait_state.ANSWER_GRACE
+    _original_connection_timeout = None
+    _in_flight = None
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+
+        dummy, args = self.validate_argument_spec(argument_spec=argument_spec())
+        try:
+            warnings = _options.check_filters(args)
+            if args["imds_url"]:
+                _imds.validate_base_url(args["imds_url"])
+            check_times(args)
+            condition = None
+            if args["condition"] is not None:
+                condition = _wait_state.Condition(args["condition"])
+            goal = _wait_state.Goal(state=args["state"], condition=condition,
+                                    since_incarnation=args["since_incarnation"])
+        except (_imds.ImdsInputError, _wait_state.WaitInputError) as exc:
+            raise AnsibleActionFail(to_text(exc))
+
+        waiter = _wait_state.Waiter(
+            goal,
+            run_module=lambda module_args, time_left: self._run_info_module(module_args, time_left, task_vars),
+            module_args=dict((name, args[name]) for name in PASSED_OPTIONS),
+            timeout=args["timeout"], delay=args["delay"], sleep=args["sleep"],
+            request_timeout=args["request_timeout"], retry_timeout=args["retry_timeout"],
+            chunk=self.chunk_seconds, reset_connection=self._reset_connection,
+            clock=self._clock, sleep_fn=self._sleep,
+            log=lambda message: display.vvv("scheduled_event_wait: %s" % message, host=self._play_context.remote_addr),
+        )
+        self._original_connection_timeout = self._connection_timeout()
+        try:
+            outcome = waiter.run()
+        except _wait_state.WaitInputError as exc:
+            raise AnsibleActionFail(to_text(exc))
+        finally:
+            self._set_connection_timeout(self._original_connection_timeout)
+            if self._in_flight is None:
+                # A run still in flight may be using the directory; the host is gone anyway.
+                self._cleanup_tmp_path()
+
+        warnings = list(result.get("warnings") or []) + warnings
+        warnings += [w for w in outcome.warnings if w not in warnings]
+        if warnings:
+            result["warnings"] = warnings
+        result.update(self._report(outcome))
+        if outcome.fatal:
+            result.update(failed=True, msg="Could not read the Scheduled Events of this host: %s" % outcome.fatal)
+        elif not outcome.reached:
+            result.update(failed=True, msg=args["msg"] or _wait_state.timeout_message(goal, outcome, args["timeout"]))
+        return result
+
+    @staticmethod
+    def _report(outcome):
+        report = dict(changed=False, elapsed=round(outcome.elapsed, 3), polls=outcome.polls, events=[])
+        if outcome.snapshot is not None:
+            report.update(events=outcome.snapshot.events, document_incarnation=outcome.snapshot.incarnation,
+                          document=outcome.snapshot.document)
+        if outcome.facts:
+            # Keeps the interpreter discovered on the first run for the host's later tasks.
+            report["ansible_facts"] = outcome.facts
+        return report
+
+    # -- the managed host ----------------------------------------------------------------------
+
+    def _run_info_module(self, module_args, time_left, task_vars):
+        """One run of the info module, given up on (not abandoned) when its answer is overdue.
+
+        The run happens in a thread so that a session that hangs, as SSH does to a VM reset under
+        it, cannot hold the wait past its deadline: once the answer is overdue, the run counts as
+        unreachable and the Waiter resets the connection, which ends such a session. Only one run
+        is ever in flight: a later call first collects the overdue one, whose answer may still be
+        a document.
+        """
+        if self._in_flight is None:
+            self._clamp_connection_timeout(time_left)
+            self._in_flight = _ModuleRun(lambda: self._execute_info_module(module_args, task_vars))
+            patience = _wait_state.run_patience(module_args, time_left, self.answer_grace)
+        else:
+            patience = max(0.0, min(time_left, self.answer_grace))
+        run = self._in_flight
+        if not self._join(run.thread, patience):
+            return dict(unreachable=True, msg="no answer from the host %.1fs after the run was due to end; resetting "
+                                              "the connection" % self.answer_grace)
+        self._in_flight = None
+        if run.error is not None:
+            raise run.error
+        return run.result
+
+    def _execute_info_module(self, module_args, task_vars):
+        try:
+            return self._execute_module(module_name=INFO_MODULE, module_args=module_args, task_vars=task_vars)
+        except AnsibleConnectionFailure as exc:
+            return dict(unreachable=True, msg=to_text(exc))
+        except AnsibleError as exc:
+            # A failed file transfer or interpreter discovery: the Waiter decides whether to retry.
+            return dict(failed=True, msg=to_text(exc))
+
+    @staticmethod
+    def _join(thread, seconds):
+        thread.join(seconds)
+        return not thread.is_alive()
+
+    def _reset_connection(self):
+        # The host may have rebooted or been redeployed: a persistent connection (ssh ControlMaster)
+        # points at the old session and has to be dropped, as ansible.builtin.reboot does.
+        try:
+            self._connection.reset()
+        except (AnsibleError, AttributeError, OSError) as exc:
+            display.vvv("scheduled_event_wait: connection reset failed (%s); the next run reconnects" % to_text(exc))
+
+    def _connection_timeout(self):
+        try:
+            return self._connection.get_option("timeout")
+        except (AnsibleError, KeyError, AttributeError):
+            return None
+
+    def _clamp_connection_timeout(self, time_left):
+        # One deadline for everything: connecting to a host that went away must not outlast it.
+        original = self._original_connection_timeout
+        if isinstance(original, (int, float)) and not isinstance(original, bool):
+            self._set_connection_timeout(int(min(original, max(1, math.ceil(time_left)))))
+
+    def _set_connection_timeout(self, seconds):
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds == self._connection_timeout():
+            return
+        try:
+            self._connection.set_option("timeout", seconds)
+        except (AnsibleError, KeyError, AttributeError):
+            pass
+
+    def _cleanup_tmp_path(self):
+        try:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+        except AnsibleError as exc:
+            # Only when the host went away at the very end; failing a wait that succeeded over a
+            # leftover directory would be worse than the directory.
+            display.vvv("scheduled_event_wait: could not remove the remote tmp dir: %s" % to_text(exc))
