@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Run every benchmark under bench/ in turn and print their figures (make bench runs this inside
+# the loopback-only namespace). Targets are printed beside the figures, never asserted as tests.
+# Usage: bench/run_all.sh PYTHON   (each benchmark takes its own options when run alone)
+set -uo pipefail
+py=${1:?usage: bench/run_all.sh PYTHON}
+shift
+cd "$(dirname "$0")/.."
+status=0
+for bench in bench/*_bench.py; do
+  echo "=== $bench"
+  "$py" "$bench" || { echo "=== $bench exited with $?"; status=1; }
+done
+exit $status
