@@ -81,13 +81,16 @@ def suite_table():
     return [
         dict(name="sanity", cwd=COLLECTION_COPY, sync=True,
              cmd=[ansible_test, "sanity", "--local", "--python", PY, "--color", "no"],
-             counter=lambda text: count(r"^Running sanity test [\"'][^\"']+[\"']", text)),
+             counter=lambda text: count(r"^Running sanity test [\"'][^\"']+[\"']", text),
+             forbid=[r"Required program \S+ not found", r"Skipping sanity test", r"All targets skipped"]),
         dict(name="units", cwd=ROOT, sync=True,
              cmd=[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
-             counter=parse_pytest),
+             counter=parse_pytest,
+             forbid=[r"\d+ skipped", r"\d+ xfailed", r"\d+ deselected"]),
         dict(name="integration", cwd=COLLECTION_COPY, sync=True,
              cmd=[ansible_test, "integration", "--local", "--python", PY, "--color", "no"],
-             counter=lambda text: count(r"^Running \S+ integration test role", text)),
+             counter=lambda text: count(r"^Running \S+ integration test role", text),
+             forbid=[r"All targets skipped", r"Skipping \S+ integration"]),
         dict(name="molecule", cwd=os.path.join(ROOT, "extensions"), sync=True,
              cmd=None, counter=None),
         dict(name="lint", cwd=ROOT, sync=True,
@@ -140,6 +143,13 @@ def run_suite(suite, env):
     rc = run_command(suite["cmd"], suite["cwd"], log, env)
     with open(log, encoding="utf-8", errors="replace") as handle:
         text = handle.read()
+    for pattern in suite.get("forbid", ()):
+        found = re.search(pattern, text, re.M)
+        if found:
+            # Nothing is skipped to get green: a skip the tool reports is a failure here.
+            with open(log, "a") as handle:
+                handle.write("harness: the log says %r: this suite skipped something\n" % found.group(0))
+            return rc or 1, suite["counter"](text), log
     return rc, suite["counter"](text), log
 
 
