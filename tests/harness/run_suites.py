@@ -16,7 +16,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.join(ROOT, "build")
+# AZURE_IMDS_BUILD_DIR lets two runs on one checkout keep apart (each copies the tree there).
+BUILD = os.environ.get("AZURE_IMDS_BUILD_DIR") or os.path.join(ROOT, "build")
 COLLECTIONS = os.path.join(BUILD, "collections")
 COLLECTION_COPY = os.path.join(COLLECTIONS, "ansible_collections", "azure_imds", "scheduled_events")
 LOGS = os.path.join(ROOT, "tests", "output", "harness")
