@@ -1,0 +1,710 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to azure_imds.scheduled_events
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""azure-imds-watcher: acts on Azure Scheduled Events on the VM it runs on, with no controller.
+
+Polls Scheduled Events once a second through the collection's shared IMDS client (_imds.py,
+installed beside this file), runs the operator's drain handlers for an event that names this VM,
+approves it by policy, runs started handlers when it starts and recover handlers when it ends.
+
+    python3 scheduled_events_watcher.py run [--config FILE] [--once] [--dry-run]
+    python3 scheduled_events_watcher.py status [--config FILE] [--json]
+    python3 scheduled_events_watcher.py start|stop --pid-file FILE ...   (without systemd)
+
+The reference is docs/watcher.md. Standard library only, Python 3.6 or later.
+"""
+
+import argparse
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+# On a VM the role installs _imds.py beside this file; in a checkout (tests, benchmarks) it is the
+# collection's own plugins/module_utils/_imds.py.
+if not os.path.exists(os.path.join(_HERE, "_imds.py")):
+    sys.path.insert(1, os.path.normpath(os.path.join(_HERE, "..", "..", "..", "plugins", "module_utils")))
+
+if __name__ == "__main__":
+    # IMDS speaks plain HTTP on a link-local address. http.client would load the TLS library
+    # (about 4 MB of the daemon's 22 MB of resident memory) for nothing; an https imds_url is
+    # refused at start instead. Only for the program: an importer keeps its ssl.
+    sys.modules.setdefault("ssl", None)
+
+import _imds  # noqa: E402  pylint: disable=wrong-import-position
+from watcher_config import DEFAULT_CONFIG_PATH, ConfigError, check_config, load_config  # noqa: E402
+from watcher_decisions import Planner, approval_policy, describe  # noqa: E402
+from watcher_handlers import PhaseRunner  # noqa: E402
+from watcher_state import StateError, StateStore  # noqa: E402
+
+PROGRAM = "azure-imds-watcher"
+CONFIG_ENV_VAR = "AZURE_IMDS_WATCHER_CONFIG"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# IMDS errors the client does not retry (400, 404, redirects) still must not stop the daemon: it
+# keeps polling, backing off to once a minute.
+NOT_RETRIED = _imds.RetryRule("an error the client does not retry", base=1.0, cap=60.0)
+FAILURE_REMINDER_SECONDS = 60.0
+
+
+# --------------------------------------------------------------------------------------------
+# Logging: one line per decision
+# --------------------------------------------------------------------------------------------
+
+def under_journald(stream, environ=None):
+    """True when stream is the journal: systemd sets JOURNAL_STREAM to its device:inode."""
+    value = (os.environ if environ is None else environ).get("JOURNAL_STREAM")
+    if not value:
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return value == "%d:%d" % (st.st_dev, st.st_ino)
+
+
+class Logger(object):
+    """Writes one line per call. Under journald: a <priority> prefix and no time (the journal
+    stamps lines itself); elsewhere an ISO time first. log_format json: one JSON object a line."""
+
+    PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3}
+
+    def __init__(self, stream=None, log_format="text", journald=None, wall_clock=None):
+        self.stream = stream or sys.stdout
+        self.log_format = log_format
+        self.journald = under_journald(self.stream) if journald is None else journald
+        self._wall_clock = wall_clock or time.time
+        self._lock = threading.Lock()
+
+    def _stamp(self):
+        now = self._wall_clock()
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + ".%03dZ" % int((now % 1) * 1000)
+
+    def __call__(self, level, action, message, **fields):
+        if self.log_format == "json":
+            record = {"time": self._stamp(), "level": level, "action": action, "message": message}
+            record.update(fields)
+            line = json.dumps(record, sort_keys=True, default=str)
+        else:
+            line = message if level == "info" else "%s: %s" % (level.upper(), message)
+            if not self.journald:
+                line = "%s %s" % (self._stamp(), line)
+        if self.journald:
+            line = "<%d>%s" % (self.PRIORITY.get(level, 6), line)
+        with self._lock:
+            try:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    def apply(self, actions):
+        for action in actions:
+            self(action.level, action.action, action.message, **action.fields)
+
+
+# --------------------------------------------------------------------------------------------
+# Pacing: at most one request per poll interval
+# --------------------------------------------------------------------------------------------
+
+class Pacer(object):
+    """When the next poll may start. Polls start a whole interval after the previous request
+    started (so the period does not stretch by the processing time), later after a failure's
+    backoff, and never within an interval after an approval. The client makes one attempt per
+    call (retry_timeout 0): retries are the loop's, so they are paced too."""
+
+    def __init__(self, interval, clock):
+        self.interval = interval
+        self._clock = clock
+        self.next_at = clock()
+
+    def polled(self, started_at, backoff=0.0):
+        self.next_at = max(started_at + self.interval, self._clock() + backoff)
+
+    def approved(self, started_at):
+        self.next_at = max(self.next_at, started_at + self.interval)
+
+    def wait(self):
+        return max(0.0, self.next_at - self._clock())
+
+
+class FailureStreak(object):
+    """Consecutive IMDS failures: counts attempts per kind for the backoff and keeps the log to
+    one line when a streak starts, a reminder a minute, and one line when it ends."""
+
+    def __init__(self):
+        self.count = 0
+        self.attempts = {}
+        self.started_at = None
+        self.last_logged = None
+
+    def failed(self, key, now):
+        first = self.count == 0
+        self.count += 1
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+        if first:
+            self.started_at = now
+        should_log = first or now - self.last_logged >= FAILURE_REMINDER_SECONDS
+        if should_log:
+            self.last_logged = now
+        return self.attempts[key], should_log
+
+    def succeeded(self, now):
+        summary = None
+        if self.count:
+            summary = (self.count, now - self.started_at)
+        self.count = 0
+        self.attempts = {}
+        return summary
+
+
+def describe_failure(exc, client):
+    """The error for the log. With retry_timeout 0 the client's "did not succeed within
+    retry_timeout" wording would mislead: the loop retries, so name the URL and the failure."""
+    if isinstance(exc, _imds.ImdsTimeoutError) and client.last_failures:
+        text = "%s from %s" % (client.last_failures[-1].describe(), exc.url)
+        return text + (" (%s)" % exc.hint if exc.status == 429 else "")
+    return str(exc)
+
+
+def backoff_for(client, policy, streak, now):
+    """(delay, log this failure?) after a failed request, by the shared client's retry table."""
+    failure = client.last_failures[-1] if client.last_failures else None
+    rule = _imds.retry_rule_for(failure) if failure is not None else None
+    if rule is None:
+        rule = NOT_RETRIED
+    key = (failure.kind, failure.status) if failure is not None else ("error", None)
+    attempt, should_log = streak.failed(key, now)
+    retry_after = failure.retry_after if failure is not None else None
+    return policy.delay(rule, attempt, retry_after), should_log
+
+
+# --------------------------------------------------------------------------------------------
+# The daemon
+# --------------------------------------------------------------------------------------------
+
+class Watcher(object):
+
+    def __init__(self, config, client, log, store, clock=None, wall_clock=None, dry_run=False, runner=None,
+                 retry_policy=None, idle=None):
+        self.config = config
+        self.client = client
+        self.log = log
+        self.store = store
+        self.dry_run = dry_run
+        self._clock = clock or time.monotonic
+        self._wall_clock = wall_clock or time.time
+        self._runner = runner
+        self._policy = retry_policy or _imds.RetryPolicy()
+        # idle(seconds) replaces blocking on the result queue when time is simulated (tests).
+        self._idle = idle
+        self.pacer = Pacer(config["poll_interval"], self._clock)
+        self.streak = FailureStreak()
+        self.results = queue.Queue()
+        self.planner = None
+        self.resource_name = None
+        self.stopping = False
+        self.polls = 0
+
+    # -- start -----------------------------------------------------------------------------
+
+    def resolve_name(self, keep_trying=True):
+        """This VM's name as Resources spells it: the configured one, or IMDS compute/name."""
+        if self.config["resource_name"]:
+            self.resource_name = self.config["resource_name"]
+            source = "configuration"
+        else:
+            while True:
+                started = self._clock()
+                try:
+                    self.resource_name = self.client.get_vm_name()
+                    self.pacer.polled(started)
+                    break
+                except _imds.ImdsError as exc:
+                    delay, should_log = backoff_for(self.client, self._policy, self.streak, self._clock())
+                    self.pacer.polled(started, delay)
+                    if should_log or not keep_trying:
+                        self.log("error", "imds_error", "cannot learn this VM's name from IMDS: %s"
+                                 % describe_failure(exc, self.client))
+                    if not keep_trying:
+                        return False
+                    if not self._sleep_until_next_poll():
+                        return False
+            source = "IMDS compute/name"
+            self._imds_recovered()
+        self.log("info", "startup", "%s: this VM is %s (from %s); polling %s every %gs%s"
+                 % (PROGRAM, self.resource_name, source, self.client.scheduled_events_url(),
+                    self.config["poll_interval"], "; DRY RUN: no handler runs, nothing is approved"
+                    if self.dry_run else ""),
+                 resource_name=self.resource_name, dry_run=self.dry_run)
+        return True
+
+    def load_state(self):
+        records = {}
+        if self.store is not None:
+            if not self.dry_run:
+                self.store.ensure_directory()
+            records, note = self.store.load(read_only=self.dry_run)
+            if note:
+                self.log("error", "state_unreadable", note)
+        self.planner = Planner(self.resource_name, self.config["approval"], records)
+        self.log.apply(self.planner.restore())
+        self._persist()
+        if self._runner is None:
+            self._runner = PhaseRunner(self.config, self.log, self.resource_name, clock=self._clock,
+                                       wall_clock=self._wall_clock)
+
+    def _persist(self):
+        if self.store is not None and not self.dry_run:
+            self.store.save(self.planner.records, self.resource_name)
+
+    # -- polling ---------------------------------------------------------------------------
+
+    def _sleep_until_next_poll(self):
+        """Wait for the next poll, handling finished jobs meanwhile. False once stopping."""
+        while not self.stopping:
+            wait = self.pacer.wait()
+            if wait <= 0:
+                return True
+            self._wait_results(wait)
+        return False
+
+    def _imds_recovered(self):
+        summary = self.streak.succeeded(self._clock())
+        if summary:
+            self.log("info", "imds_recovered", "IMDS answers again after %d failed request%s over %.1fs"
+                     % (summary[0], "" if summary[0] == 1 else "s", summary[1]))
+
+    def poll(self):
+        """One GET of the document and everything it leads to. Returns False if IMDS failed."""
+        started = self._clock()
+        if self.polls == 0:
+            self.client.request_timeout = self.config["first_request_timeout"]
+        try:
+            document = self.client.get_scheduled_events()
+        except _imds.ImdsError as exc:
+            delay, should_log = backoff_for(self.client, self._policy, self.streak, self._clock())
+            self.pacer.polled(started, delay)
+            if should_log:
+                self.log("error", "imds_error", "polling Scheduled Events failed (%d in a row; next try in %.1fs; "
+                         "the watcher keeps polling): %s" % (self.streak.count, self.pacer.wait(),
+                                                             describe_failure(exc, self.client)),
+                         status=exc.status)
+            return False
+        finally:
+            self.client.request_timeout = self.config["request_timeout"]
+        self.pacer.polled(started)
+        self.polls += 1
+        self._imds_recovered()
+        self.log.apply(self.planner.observe(document.events, self._wall_clock()))
+        # A new drain starts before anything else is written or sent: the first handler's start
+        # is what the operator's clock runs against.
+        self._dispatch()
+        self._approve_due()
+        self._persist()
+        return True
+
+    # -- approvals -------------------------------------------------------------------------
+
+    def _approve_due(self):
+        keys = self.planner.pending_approvals(self._wall_clock())
+        if not keys:
+            return
+        ids = [self.planner.records[k]["event"]["event_id"] for k in keys]
+        if self.dry_run:
+            for key, event_id in zip(keys, ids):
+                self.planner.records[key]["approval"] = "dry_run"
+                self.log("info", "dry_run", "DRY RUN: would approve event %s (policy %s)"
+                         % (event_id, self.planner.records[key]["policy"]), event_id=event_id)
+            return
+        started = self._clock()
+        try:
+            self.client.approve(ids)
+        except _imds.ImdsError as exc:
+            failure = self.client.last_failures[-1] if self.client.last_failures else None
+            rule = _imds.retry_rule_for(failure) if failure is not None else None
+            retry_at = None
+            if rule is not None:
+                retry_at = self._wall_clock() + self._policy.delay(rule, 1, failure.retry_after)
+            self.log.apply(self.planner.approval_failed(keys, describe_failure(exc, self.client), retry_at))
+        else:
+            self.log.apply(self.planner.approval_sent(keys))
+        finally:
+            self.pacer.approved(started)
+        self._persist()
+
+    # -- handler jobs ----------------------------------------------------------------------
+
+    def _dispatch(self):
+        if self.stopping or self.planner.running is not None:
+            return
+        job, actions = self.planner.next_job(self._wall_clock())
+        self.log.apply(actions)
+        # The record says "running" on disk before any handler starts: a kill from here on never
+        # runs this drain a second time.
+        self._persist()
+        if job is None:
+            return
+        if self.dry_run:
+            names = [h.label for h in self._runner.handlers(job.phase, job.event)]
+            self.log("info", "dry_run", "DRY RUN: would run the %s handlers of event %s: %s"
+                     % (job.phase, job.event.get("event_id"), ", ".join(names) or "(none apply)"),
+                     event_id=job.event.get("event_id"), phase=job.phase, handlers=names)
+            self.results.put((job, True, "dry run"))
+            return
+        self._start_job(job)
+
+    def _start_job(self, job):
+        thread = threading.Thread(target=self._run_job, args=(job,), name="phase-%s" % job.phase)
+        thread.daemon = True
+        thread.start()
+
+    def _run_job(self, job):
+        try:
+            ok, summary = self._runner.run(job.phase, job.event)[:2]
+        except Exception as exc:  # pylint: disable=broad-except
+            # Whatever went wrong, the main loop must hear that the job ended, or it waits forever.
+            ok, summary = False, "internal error running handlers: %s: %s" % (type(exc).__name__, exc)
+        self.results.put((job, ok, summary))
+
+    def _wait_results(self, timeout):
+        """Wait up to timeout (None: for ever) for a finished job; handle it and any others."""
+        try:
+            if self._idle is None or timeout is None:
+                item = self.results.get(timeout=timeout)
+            else:
+                try:
+                    item = self.results.get_nowait()
+                except queue.Empty:
+                    self._idle(timeout)
+                    item = self.results.get_nowait()
+        except queue.Empty:
+            return
+        while item is not None:
+            self._job_done(*item)
+            try:
+                item = self.results.get_nowait()
+            except queue.Empty:
+                item = None
+
+    def _job_done(self, job, ok, summary):
+        self.log.apply(self.planner.job_finished(job.key, job.phase, ok, summary))
+        self._persist()
+        self._approve_due()
+        self._dispatch()
+
+    # -- loops -----------------------------------------------------------------------------
+
+    def run_once(self):
+        """One poll, then every job and approval it leads to. Exit status 1 if IMDS failed."""
+        if not self.poll():
+            return EXIT_FAILED
+        while self.planner.has_work():
+            self._dispatch()
+            if self.planner.running is None:
+                break               # stopping: what is left waits for the next run
+            self._wait_results(None)
+        return EXIT_OK
+
+    def run_forever(self):
+        while not self.stopping:
+            if self.pacer.wait() <= 0:
+                self.poll()
+            else:
+                self._wait_results(min(self.pacer.wait(), 1.0))
+        if self.planner.running is not None:
+            self.log("info", "shutdown", "stopping: waiting for the running %s handlers of event %s to finish"
+                     % (self.planner.running[1], self.planner.records[self.planner.running[0]]["event"]["event_id"]))
+        while self.planner.running is not None:
+            self._wait_results(1.0)
+        self._persist()
+        self.log("info", "shutdown", "%s stopped" % PROGRAM)
+        return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# status
+# --------------------------------------------------------------------------------------------
+
+def status_report(config, client, store):
+    """What the watcher sees and remembers, as a JSON-able dict. Raises ImdsError."""
+    name = config["resource_name"] or client.get_vm_name()
+    document = client.get_scheduled_events()
+    try:
+        records, note = store.load(read_only=True)
+    except StateError as exc:
+        # Reading the state takes root under the service's defaults; the events are still worth showing.
+        records, note = {}, str(exc)
+    events = []
+    for event in _imds.annotate_events(document.events, name):
+        record = records.get((event.get("event_id") or "").lower())
+        entry = dict(event)
+        entry["leader"] = _imds.is_leader(event, name)
+        if event["affects_this_host"] and event.get("event_status") == "Scheduled":
+            entry["policy"], entry["policy_reason"] = approval_policy(event, name, config["approval"])
+        entry["watcher"] = None if record is None else dict(
+            (k, record[k]) for k in ("drain", "approval", "started", "recover", "policy"))
+        events.append(entry)
+    present = set(e["event_id"].lower() for e in document.events if e.get("event_id"))
+    remembered = dict((k, r) for k, r in records.items() if k not in present)
+    return {"resource_name": name, "imds_url": client.scheduled_events_url(),
+            "document_incarnation": document.incarnation, "events": events,
+            "state_file": store.path, "state_note": note, "remembered": remembered}
+
+
+def print_status(report, out):
+    write = out.write
+    write("this VM:   %s\n" % report["resource_name"])
+    write("IMDS:      %s\n" % report["imds_url"])
+    write("document:  incarnation %s, %d event%s\n" % (report["document_incarnation"], len(report["events"]),
+                                                       "" if len(report["events"]) == 1 else "s"))
+    for event in report["events"]:
+        write("  %s  %s\n" % (event["event_id"], describe(event)))
+        if not event["affects_this_host"]:
+            write("      does not name this VM: not acted on\n")
+            continue
+        if event.get("policy"):
+            leader = ", leader" if event["leader"] else ""
+            write("      policy %s (%s)%s\n" % (event["policy"], event["policy_reason"], leader))
+        watcher = event["watcher"]
+        write("      watcher: %s\n" % ("not seen yet" if watcher is None else ", ".join(
+            "%s %s" % (k, watcher[k] or "-") for k in ("drain", "approval", "started", "recover"))))
+    write("state:     %s%s\n" % (report["state_file"], " (%s)" % report["state_note"] if report["state_note"] else ""))
+    for key, record in sorted(report["remembered"].items()):
+        write("  %s  no longer in the document: drain %s, started %s, recover %s\n"
+              % (record["event"].get("event_id") or key, record["drain"] or "-", record["started"] or "-",
+                 record["recover"] or "-"))
+
+
+# --------------------------------------------------------------------------------------------
+# start / stop without systemd
+# --------------------------------------------------------------------------------------------
+
+def read_pid(pid_file):
+    """The pid in pid_file if that process is alive and is a watcher, else None."""
+    try:
+        with open(pid_file) as handle:
+            pid = int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            cmdline = handle.read()
+    except OSError:
+        return None
+    return pid if b"scheduled_events_watcher" in cmdline else None
+
+
+def write_pid(pid_file):
+    tmp = "%s.tmp-%d" % (pid_file, os.getpid())
+    with open(tmp, "w") as handle:
+        handle.write("%d\n" % os.getpid())
+    os.replace(tmp, pid_file)
+
+
+def start_background(args, out):
+    pid = read_pid(args.pid_file)
+    if pid is not None:
+        out.write("running: %s already runs as pid %d\n" % (PROGRAM, pid))
+        return EXIT_OK
+    if args.check:
+        out.write("started: would start %s (check mode)\n" % PROGRAM)
+        return EXIT_OK
+    command = [sys.executable, os.path.realpath(__file__), "run", "--config", args.config,
+               "--pid-file", args.pid_file]
+    if args.dry_run:
+        command.append("--dry-run")
+    log_dir = os.path.dirname(os.path.abspath(args.log_file))
+    if not os.path.isdir(log_dir):
+        out.write("error: the directory of --log-file %s does not exist; create it first\n" % args.log_file)
+        return EXIT_USAGE
+    with open(args.log_file, "ab") as log_handle, open(os.devnull, "rb") as null:
+        proc = subprocess.Popen(command, stdin=null, stdout=log_handle, stderr=subprocess.STDOUT,
+                                close_fds=True, start_new_session=True, cwd="/")
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if read_pid(args.pid_file) == proc.pid:
+            out.write("started: %s runs as pid %d, logging to %s\n" % (PROGRAM, proc.pid, args.log_file))
+            return EXIT_OK
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    out.write("error: %s did not start (exit %s); see %s\n" % (PROGRAM, proc.poll(), args.log_file))
+    return EXIT_FAILED
+
+
+def stop_background(args, out):
+    pid = read_pid(args.pid_file)
+    if pid is None:
+        if os.path.exists(args.pid_file):
+            if not args.check:
+                os.remove(args.pid_file)
+            out.write("stopped: removed the stale pid file %s\n" % args.pid_file)
+        else:
+            out.write("not running: no %s process in %s\n" % (PROGRAM, args.pid_file))
+        return EXIT_OK
+    if args.check:
+        out.write("stopped: would stop pid %d (check mode)\n" % pid)
+        return EXIT_OK
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline and read_pid(args.pid_file) == pid:
+        time.sleep(0.05)
+    if read_pid(args.pid_file) == pid:
+        os.kill(pid, signal.SIGKILL)
+        out.write("stopped: pid %d did not stop within %gs and was killed\n" % (pid, args.timeout))
+    else:
+        out.write("stopped: pid %d\n" % pid)
+    try:
+        os.remove(args.pid_file)
+    except FileNotFoundError:
+        pass
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.exit(EXIT_USAGE, "%s: error: %s (see --help)\n" % (self.prog, message))
+
+
+def build_parser():
+    parser = _Parser(prog=PROGRAM, description="Act on Azure Scheduled Events on this VM: drain, approve, "
+                                               "recover. Reference: docs/watcher.md of azure_imds.scheduled_events.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    config_path = os.environ.get(CONFIG_ENV_VAR) or DEFAULT_CONFIG_PATH
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=config_path,
+                        help="JSON configuration (default $%s or %s)" % (CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH))
+    common.add_argument("--imds-url", help="IMDS base URL; overrides the configuration and $%s" % _imds.URL_ENV_VAR)
+    common.add_argument("--resource-name", help="this VM's name as Resources spells it (default: ask IMDS)")
+    common.add_argument("--state-dir", help="overrides state_dir of the configuration")
+    run = sub.add_parser("run", parents=[common], help="poll and act (the service runs this)")
+    run.add_argument("--once", action="store_true", help="poll once, finish what that poll starts, exit")
+    run.add_argument("--dry-run", action="store_true", help="run no handler, approve nothing; log what it would do")
+    run.add_argument("--handlers-dir", help="overrides handlers_dir of the configuration")
+    run.add_argument("--log-format", choices=("text", "json"), help="overrides log_format of the configuration")
+    run.add_argument("--pid-file", help="write this process's pid here while it runs")
+    status = sub.add_parser("status", parents=[common], help="print the events IMDS shows and the watcher's state")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    sub.add_parser("check-config", parents=[common], help="check the configuration file and exit")
+    for name, text in (("start", "start `run` in the background (hosts without systemd)"),
+                       ("stop", "stop the background process named by --pid-file")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("--config", default=config_path)
+        cmd.add_argument("--pid-file", required=True)
+        cmd.add_argument("--log-file", default=os.devnull)
+        cmd.add_argument("--dry-run", action="store_true")
+        cmd.add_argument("--check", action="store_true", help="only say what would be done")
+        cmd.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (default 30)")
+    return parser
+
+
+def effective_config(args):
+    config = load_config(args.config if (args.config != DEFAULT_CONFIG_PATH or os.path.exists(args.config))
+                         else None)
+    overrides = {}
+    for option, key in (("imds_url", "imds_url"), ("resource_name", "resource_name"), ("state_dir", "state_dir"),
+                        ("handlers_dir", "handlers_dir"), ("log_format", "log_format")):
+        value = getattr(args, option, None)
+        if value is not None:
+            overrides[key] = value
+    if overrides:
+        doc = dict(config)
+        doc.update(overrides)
+        config = check_config(doc)
+    return config
+
+
+def make_client(config, **overrides):
+    # retry_timeout 0: one attempt per call. The loop retries on its own schedule, so retries
+    # are paced like polls and the loop keeps reacting to finished handlers meanwhile.
+    overrides.setdefault("request_timeout", config["request_timeout"])
+    client = _imds.client_from_options(dict(config, retry_timeout=0), **overrides)
+    # Nor does the client resend on its own when a kept-alive connection drops.
+    client.resend_on_stale_connection = False
+    return client
+
+
+def main(argv=None, out=None):
+    out = out or sys.stdout
+    args = build_parser().parse_args(argv)
+    if args.command is None:
+        build_parser().print_help(out)
+        return EXIT_USAGE
+    if args.command == "start":
+        return start_background(args, out)
+    if args.command == "stop":
+        return stop_background(args, out)
+    try:
+        config = effective_config(args)
+        if (config["imds_url"] or os.environ.get(_imds.URL_ENV_VAR) or "").startswith("https:") \
+                and sys.modules.get("ssl", False) is None:
+            raise ConfigError("imds_url is https, but IMDS has no TLS endpoint and the watcher speaks plain HTTP "
+                              "only: use http://169.254.169.254 (or the mock's http:// URL).")
+        client = make_client(config)
+    except (ConfigError, _imds.ImdsInputError) as exc:
+        sys.stderr.write("%s: configuration error: %s\n" % (PROGRAM, exc))
+        return EXIT_USAGE
+    if args.command == "check-config":
+        out.write("%s: the configuration %s is valid\n" % (PROGRAM, args.config))
+        return EXIT_OK
+    store = StateStore(config["state_dir"])
+    if args.command == "status":
+        try:
+            report = status_report(config, client, store)
+        except (_imds.ImdsError, StateError) as exc:
+            sys.stderr.write("%s: status: %s\n" % (PROGRAM, exc))
+            return EXIT_FAILED
+        if args.json:
+            out.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        else:
+            print_status(report, out)
+        return EXIT_OK
+    return run_command(args, config, client, store, out)
+
+
+def run_command(args, config, client, store, out):
+    log = Logger(out, config["log_format"])
+    watcher = Watcher(config, client, log, store, dry_run=args.dry_run)
+
+    def stop(signum, _frame):
+        if watcher.stopping:
+            # A second signal: give up waiting for a running handler.
+            raise SystemExit(EXIT_FAILED)
+        watcher.stopping = True
+        log("info", "shutdown", "received %s" % signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        if args.pid_file:
+            write_pid(args.pid_file)
+        if not watcher.resolve_name(keep_trying=not args.once):
+            return EXIT_FAILED if args.once else EXIT_OK
+        watcher.load_state()
+        return watcher.run_once() if args.once else watcher.run_forever()
+    except (StateError, OSError) as exc:
+        log("error", "fatal", "cannot keep the state in %s: %s. Fix the directory (it must be writable by the "
+            "watcher) and restart." % (config["state_dir"], exc))
+        return EXIT_FAILED
+    finally:
+        client.close()
+        if args.pid_file and read_pid(args.pid_file) in (os.getpid(), None):
+            try:
+                os.remove(args.pid_file)
+            except FileNotFoundError:
+                pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to azure_imds.scheduled_events
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The watcher's configuration file: defaults, and checks whose errors name the key and the fix.
+
+The file is JSON (standard library, and what the role writes with to_nice_json). It is read once
+at start; a change takes effect on restart (the role restarts the service when it changes it).
+"""
+
+import copy
+import json
+import os
+import re
+
+import _imds
+
+PHASES = ("drain", "started", "recover")
+POLICIES = ("after_drain", "immediate", "none")
+LOG_FORMATS = ("text", "json")
+HANDLER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+DEFAULT_CONFIG_PATH = "/etc/azure-imds-watcher/config.json"
+
+DEFAULTS = {
+    "imds_url": None,
+    "api_version": _imds.DEFAULT_API_VERSION,
+    "resource_name": None,
+    "poll_interval": 1.0,
+    "request_timeout": 10.0,
+    "first_request_timeout": _imds.DEFAULT_REQUEST_TIMEOUT,
+    "state_dir": "/var/lib/azure-imds-watcher",
+    "handlers_dir": "/etc/azure-imds-watcher/handlers",
+    "handler_timeout": 300.0,
+    "kill_grace": 5.0,
+    "handler_environment": {},
+    "handlers": [],
+    "approval": {
+        "policy": "after_drain",
+        "rules": [],
+        "user_events_at_once": False,
+        "freeze_max_duration": 9,
+        "leader_only": False,
+    },
+    "log_format": "text",
+}
+
+HANDLER_KEYS = ("name", "phase", "event_types", "timeout", "command")
+RULE_KEYS = ("event_types", "event_sources", "policy")
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the key and what to write instead."""
+
+
+def _number(value, where, minimum=0.0, allow_zero=False, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError("%s must be a number, got %r." % (where, value))
+    if value < minimum or (value == minimum and not allow_zero):
+        raise ConfigError("%s must be %s %s, got %r." % (where, ">=" if allow_zero else ">", minimum, value))
+    return float(value)
+
+
+def _string(value, where, allow_none=True):
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError("%s must be a non-empty string, got %r." % (where, value))
+    return value
+
+
+def _string_list(value, where, choices=None):
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError("%s must be a non-empty list of strings (or null for any), got %r." % (where, value))
+    if choices is not None:
+        bad = [v for v in value if v not in choices]
+        if bad:
+            raise ConfigError("%s: %s not one of %s." % (where, ", ".join(map(repr, bad)), ", ".join(choices)))
+    return list(value)
+
+
+def _known_keys(doc, known, where):
+    if not isinstance(doc, dict):
+        raise ConfigError("%s must be a JSON object, got %s." % (where, type(doc).__name__))
+    unknown = sorted(set(doc) - set(known))
+    if unknown:
+        raise ConfigError("%s: unknown key %s; the known keys are %s. Check the spelling."
+                          % (where, ", ".join(map(repr, unknown)), ", ".join(sorted(known))))
+
+
+def _choice(value, where, choices):
+    if value not in choices:
+        raise ConfigError("%s must be one of %s, got %r." % (where, ", ".join(choices), value))
+    return value
+
+
+def check_handler(entry, index):
+    where = "handlers[%d]" % index
+    _known_keys(entry, HANDLER_KEYS, where)
+    name = entry.get("name")
+    if not isinstance(name, str) or not HANDLER_NAME_RE.match(name):
+        raise ConfigError("%s.name must be a file name of letters, digits, '.', '_' and '-' (such as "
+                          "10-health-probe), got %r." % (where, name))
+    where = "handler %s" % name
+    handler = {
+        "name": name,
+        "phase": _choice(entry.get("phase"), where + ".phase", PHASES),
+        "event_types": _string_list(entry.get("event_types"), where + ".event_types"),
+        "timeout": _number(entry.get("timeout"), where + ".timeout", allow_none=True),
+        "command": None,
+    }
+    command = entry.get("command")
+    if command is not None:
+        if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+            raise ConfigError("%s.command must be a list of arguments such as [\"/usr/bin/systemctl\", \"stop\", "
+                              "\"app.service\"], got %r. It is run without a shell." % (where, command))
+        if not os.path.isabs(command[0]):
+            raise ConfigError("%s.command[0] must be an absolute path (%r is not): handlers never depend on "
+                              "$PATH. Write for example /usr/bin/%s." % (where, command[0], command[0]))
+        handler["command"] = list(command)
+    return handler
+
+
+def check_approval(doc):
+    _known_keys(doc, DEFAULTS["approval"], "approval")
+    approval = dict(DEFAULTS["approval"], **doc)
+    _choice(approval["policy"], "approval.policy", POLICIES)
+    rules = approval["rules"]
+    if not isinstance(rules, list):
+        raise ConfigError("approval.rules must be a list of {event_types, event_sources, policy}, got %r." % (rules,))
+    checked = []
+    for index, rule in enumerate(rules):
+        where = "approval.rules[%d]" % index
+        _known_keys(rule, RULE_KEYS, where)
+        if "policy" not in rule:
+            raise ConfigError("%s needs a policy (%s)." % (where, ", ".join(POLICIES)))
+        checked.append({
+            "event_types": _string_list(rule.get("event_types"), where + ".event_types"),
+            "event_sources": _string_list(rule.get("event_sources"), where + ".event_sources",
+                                          choices=_imds.EVENT_SOURCES),
+            "policy": _choice(rule["policy"], where + ".policy", POLICIES),
+        })
+    approval["rules"] = checked
+    for key in ("user_events_at_once", "leader_only"):
+        if not isinstance(approval[key], bool):
+            raise ConfigError("approval.%s must be true or false, got %r." % (key, approval[key]))
+    limit = approval["freeze_max_duration"]
+    if limit is not None:
+        approval["freeze_max_duration"] = int(_number(limit, "approval.freeze_max_duration", allow_zero=True))
+    return approval
+
+
+def check_config(doc):
+    """A complete, checked configuration from a (possibly partial) document."""
+    _known_keys(doc, DEFAULTS, "the configuration")
+    config = copy.deepcopy(DEFAULTS)
+    config.update(copy.deepcopy(doc))
+    if config["imds_url"] is not None:
+        try:
+            config["imds_url"] = _imds.validate_base_url(_string(config["imds_url"], "imds_url"))
+        except _imds.ImdsInputError as exc:
+            raise ConfigError(str(exc))
+    try:
+        _imds.validate_api_version(config["api_version"])
+    except _imds.ImdsInputError as exc:
+        raise ConfigError(str(exc))
+    _string(config["resource_name"], "resource_name")
+    config["poll_interval"] = _number(config["poll_interval"], "poll_interval")
+    if config["poll_interval"] < 0.2:
+        raise ConfigError("poll_interval must be at least 0.2 s (IMDS allows 5 requests per second per VM for "
+                          "every caller together; Microsoft recommends 1), got %r." % config["poll_interval"])
+    for key in ("request_timeout", "first_request_timeout", "handler_timeout"):
+        config[key] = _number(config[key], key)
+    config["kill_grace"] = _number(config["kill_grace"], "kill_grace", allow_zero=True)
+    for key in ("state_dir", "handlers_dir"):
+        value = _string(config[key], key, allow_none=False)
+        if not os.path.isabs(value):
+            raise ConfigError("%s must be an absolute path, got %r." % (key, value))
+    env = config["handler_environment"]
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ConfigError("handler_environment must map names to strings, such as {\"KUBECONFIG\": "
+                          "\"/etc/kubernetes/kubelet.conf\"}, got %r." % (env,))
+    if not isinstance(config["handlers"], list):
+        raise ConfigError("handlers must be a list of {name, phase, event_types, timeout, command}.")
+    handlers = [check_handler(entry, i) for i, entry in enumerate(config["handlers"])]
+    seen = set()
+    for handler in handlers:
+        key = (handler["phase"], handler["name"])
+        if key in seen:
+            raise ConfigError("handler %s is listed twice for phase %s; give each a distinct name."
+                              % (handler["name"], handler["phase"]))
+        seen.add(key)
+    config["handlers"] = handlers
+    config["approval"] = check_approval(config["approval"])
+    _choice(config["log_format"], "log_format", LOG_FORMATS)
+    return config
+
+
+def load_config(path):
+    """Read and check the file. A missing file means every default."""
+    if path is None:
+        return check_config({})
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("cannot read the configuration %s (%s). Give an existing file with --config, or "
+                          "install it with the azure_imds.scheduled_events.watcher role." % (path, exc))
+    try:
+        doc = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise ConfigError("the configuration %s is not valid JSON (%s)." % (path, exc))
+    try:
+        return check_config(doc)
+    except ConfigError as exc:
+        raise ConfigError("%s: %s" % (path, exc))

@@ -1,0 +1,439 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to azure_imds.scheduled_events
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the watcher decides, with no I/O: no clock, no files, no HTTP, no processes.
+
+The Planner keeps one record per EventId (the durable state) and turns each polled document and
+each finished handler phase into log lines, queued phase jobs and due approvals. The daemon
+carries them out, persists the records before it starts a phase, and reports back. Time is always passed in,
+so tests drive it with plain numbers.
+
+Record fields (all JSON): event (the last normalised event), mine, status, gone, policy,
+policy_reason, drain / started / recover (phase outcomes), approval, approval_retry_at.
+"""
+
+import json
+
+import _imds
+
+# Phase outcomes that mean handlers ran (or may have run) and so owe a recover when the event ends.
+RECOVER_OWED_AFTER_DRAIN = ("succeeded", "failed", "interrupted")
+RECOVER_OWED_AFTER_STARTED = ("succeeded", "failed", "interrupted")
+SCHEDULED = "Scheduled"
+STARTED = "Started"
+
+
+class Log(object):
+    """One log line: a decision, with fields for the JSON log format."""
+
+    __slots__ = ("level", "action", "message", "fields")
+
+    def __init__(self, level, action, message, **fields):
+        self.level = level
+        self.action = action
+        self.message = message
+        self.fields = fields
+
+    def __repr__(self):
+        return "Log(%s, %s, %r)" % (self.level, self.action, self.message)
+
+
+class Job(object):
+    """One phase (the phase's handlers in order) to run for one event."""
+
+    __slots__ = ("key", "phase", "event")
+
+    def __init__(self, key, phase, event):
+        self.key = key
+        self.phase = phase
+        self.event = event
+
+    def __repr__(self):
+        return "Job(%s, %s)" % (self.phase, self.event.get("event_id"))
+
+
+def event_key(event_id):
+    """State is keyed by the lower-case EventId (IMDS sends upper case; compare without case)."""
+    return (event_id or "").lower()
+
+
+def describe(event):
+    parts = ["%s %s" % (event.get("event_type"), event.get("event_status"))]
+    if event.get("not_before"):
+        parts.append("NotBefore %s" % event["not_before"])
+    if event.get("event_source"):
+        parts.append("source %s" % event["event_source"])
+    if event.get("duration_in_seconds") is not None:
+        parts.append("duration %ss" % event["duration_in_seconds"])
+    parts.append("resources %s" % ",".join(event.get("resources") or []))
+    return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Approval policy
+# --------------------------------------------------------------------------------------------
+
+def approval_policy(event, resource_name, approval):
+    """(policy, reason) for a Scheduled event that names this VM.
+
+    Order: leader_only can only withhold; then the first matching rule; then the User and short
+    Freeze shortcuts; then the default policy.
+    """
+    if approval["leader_only"] and not _imds.is_leader(event, resource_name):
+        leader = (event.get("resources") or ["(none)"])[0]
+        return "none", "leader_only: %s approves, the first name in Resources" % leader
+    for index, rule in enumerate(approval["rules"]):
+        if rule["event_types"] is not None and event.get("event_type") not in rule["event_types"]:
+            continue
+        if rule["event_sources"] is not None and event.get("event_source") not in rule["event_sources"]:
+            continue
+        return rule["policy"], "approval rule %d" % index
+    if approval["user_events_at_once"] and event.get("event_source") == "User":
+        return "immediate", "user_events_at_once: EventSource is User"
+    limit = approval["freeze_max_duration"]
+    duration = event.get("duration_in_seconds")
+    if (limit is not None and event.get("event_type") == "Freeze" and isinstance(duration, int)
+            and not isinstance(duration, bool) and 0 <= duration <= limit):
+        return "immediate", "a Freeze of %ss is within freeze_max_duration (%ss)" % (duration, limit)
+    return approval["policy"], "default policy"
+
+
+# --------------------------------------------------------------------------------------------
+# Handlers: which run, for how long, with what input
+# --------------------------------------------------------------------------------------------
+
+def applies(handler, event):
+    types = handler.get("event_types")
+    return types is None or event.get("event_type") in types
+
+
+def handler_time_limit(timeout, phase, not_before_epoch, now_epoch, kill_grace):
+    """(seconds, reason) a handler may run. A drain handler's SIGKILL (timeout + kill_grace) lands
+    no later than NotBefore, so its limit is cut to NotBefore - kill_grace; 0 or less: do not start."""
+    if phase != "drain" or not_before_epoch is None:
+        return timeout, "timeout"
+    until_not_before = not_before_epoch - now_epoch - kill_grace
+    if until_not_before < timeout:
+        return until_not_before, "NotBefore"
+    return timeout, "timeout"
+
+
+def handler_environment(event, phase, resource_name):
+    """The SE_* variables of a handler. Values are plain strings; a handler never gets a shell line."""
+    duration = event.get("duration_in_seconds")
+    return {
+        "SE_EVENT_ID": event.get("event_id") or "",
+        "SE_EVENT_TYPE": event.get("event_type") or "",
+        "SE_EVENT_STATUS": event.get("event_status") or "",
+        "SE_NOT_BEFORE": event.get("not_before") or "",
+        "SE_RESOURCES": " ".join(event.get("resources") or []),
+        "SE_EVENT_SOURCE": event.get("event_source") or "",
+        "SE_DURATION": "" if duration is None else str(duration),
+        "SE_DESCRIPTION": event.get("description") or "",
+        "SE_PHASE": phase,
+        "SE_RESOURCE_NAME": resource_name or "",
+    }
+
+
+def handler_input(event, phase, resource_name):
+    """The JSON a handler reads on standard input: the event as the modules return it."""
+    document = dict(event)
+    document["phase"] = phase
+    document["resource_name"] = resource_name
+    return json.dumps(document, sort_keys=True) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# The planner
+# --------------------------------------------------------------------------------------------
+
+def new_record(event, mine):
+    return {
+        "event": dict(event),
+        "mine": mine,
+        "status": event.get("event_status"),
+        "gone": False,
+        "policy": None,
+        "policy_reason": None,
+        "drain": None,
+        "started": None,
+        "recover": None,
+        "approval": None,
+        "approval_retry_at": None,
+    }
+
+
+def owes_recover(record):
+    return record["drain"] in RECOVER_OWED_AFTER_DRAIN or record["started"] in RECOVER_OWED_AFTER_STARTED
+
+
+class Planner(object):
+    """Records plus a FIFO of phase jobs. Handlers never run in parallel: one job at a time."""
+
+    def __init__(self, resource_name, approval, records=None):
+        self.resource_name = resource_name
+        self.approval = approval
+        self.records = records if records is not None else {}
+        self.queue = []        # [(key, phase)] waiting
+        self.running = None    # (key, phase) of the job being run
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _eid(self, key):
+        return self.records[key]["event"].get("event_id") or key
+
+    def _queued(self, key, phase):
+        return (key, phase) in self.queue or self.running == (key, phase)
+
+    def _enqueue(self, key, phase):
+        if not self._queued(key, phase):
+            self.queue.append((key, phase))
+
+    def has_work(self):
+        return bool(self.queue) or self.running is not None
+
+    def pending_approvals(self, now_epoch):
+        """Events whose approval is due now (first try, or a retry whose backoff has passed)."""
+        due = []
+        for key, record in sorted(self.records.items()):
+            if not record["mine"] or record["gone"] or record["status"] != SCHEDULED:
+                continue
+            wanted = (record["policy"] == "immediate"
+                      or (record["policy"] == "after_drain" and record["drain"] == "succeeded"))
+            if not wanted or record["approval"] not in (None, "retry"):
+                continue
+            if record["approval"] == "retry" and (record["approval_retry_at"] or 0) > now_epoch:
+                continue
+            due.append(key)
+        return due
+
+    # -- after a restart -------------------------------------------------------------------
+
+    def restore(self):
+        """Settle phases a kill or restart cut short. Drain and started are at most once per event:
+        an interrupted one is not run again (a handler may have done half its work and could do
+        harm twice) and an interrupted drain is never approved. Recover is at least once: it runs
+        again, since forgetting it would leave the VM drained."""
+        actions = []
+        for key, record in sorted(self.records.items()):
+            eid = self._eid(key)
+            if record["drain"] == "running":
+                record["drain"] = "interrupted"
+                if record["policy"] == "after_drain" and record["approval"] is None:
+                    record["approval"] = "withheld"
+                actions.append(Log(
+                    "error", "drain_interrupted",
+                    "event %s: the drain was cut short by a restart of the watcher; it is not run again "
+                    "(at most once per event) and the event is not approved: the platform starts it at "
+                    "NotBefore %s" % (eid, record["event"].get("not_before") or "(none)"),
+                    event_id=eid, phase="drain"))
+            if record["started"] == "running":
+                record["started"] = "interrupted"
+                actions.append(Log(
+                    "error", "started_interrupted",
+                    "event %s: the started handlers were cut short by a restart; not run again" % eid,
+                    event_id=eid, phase="started"))
+            if record["recover"] == "running":
+                record["recover"] = None
+                actions.append(Log(
+                    "warning", "recover_interrupted",
+                    "event %s: the recover handlers were cut short by a restart; they run again (at least "
+                    "once per event)" % eid, event_id=eid, phase="recover"))
+        return actions
+
+    # -- each poll -------------------------------------------------------------------------
+
+    def observe(self, events, now_epoch):
+        """Fold one successfully polled document into the records. Returns log actions; jobs go
+        into the queue and approvals come from pending_approvals()."""
+        actions = []
+        present = set()
+        for event in events:
+            key = event_key(event.get("event_id"))
+            if not key:
+                continue
+            present.add(key)
+            record = self.records.get(key)
+            if record is None or record["gone"]:
+                record = new_record(event, _imds.affects(event, self.resource_name))
+                self.records[key] = record
+                actions.extend(self._first_sight(key, record))
+            else:
+                actions.extend(self._update(key, record, event))
+            if record["mine"]:
+                self._plan(key, record)
+        for key, record in sorted(self.records.items()):
+            if key in present:
+                continue
+            eid = self._eid(key)
+            if not record["gone"]:
+                record["gone"] = True
+                if not record["mine"]:
+                    text = "left the document (not this VM)"
+                elif self._recover_due(key, record):
+                    text = "left the document (finished or cancelled): recover is due"
+                else:
+                    text = "left the document; no handler ran for it, nothing to recover"
+                actions.append(Log("info", "event_gone", "event %s: %s" % (eid, text), event_id=eid,
+                                   mine=record["mine"]))
+            # Also after a restart: an event that vanished while the watcher was down still gets
+            # its recover.
+            if record["mine"] and record["recover"] is None and self._recover_due(key, record):
+                self._enqueue(key, "recover")
+        self._forget_finished()
+        return actions
+
+    def _first_sight(self, key, record):
+        event = record["event"]
+        eid = event.get("event_id")
+        if not record["mine"]:
+            return [Log("info", "event_seen", "event %s: %s: does not name this VM (%s); logged, not acted on"
+                        % (eid, describe(event), self.resource_name), event_id=eid, mine=False,
+                        event_type=event.get("event_type"), event_status=event.get("event_status"))]
+        actions = [Log("info", "event_seen", "event %s: %s: names this VM (%s)"
+                       % (eid, describe(event), self.resource_name), event_id=eid, mine=True,
+                       event_type=event.get("event_type"), event_status=event.get("event_status"),
+                       not_before=event.get("not_before"))]
+        if record["status"] == SCHEDULED:
+            policy, reason = approval_policy(event, self.resource_name, self.approval)
+            record["policy"], record["policy_reason"] = policy, reason
+            text = {"after_drain": "approve once every drain handler has succeeded",
+                    "immediate": "approve at once, no drain",
+                    "none": "never approve; the platform starts it at NotBefore"}[policy]
+            actions.append(Log("info", "policy", "event %s: approval policy %s (%s): %s"
+                               % (eid, policy, reason, text), event_id=eid, policy=policy, reason=reason))
+        return actions
+
+    def _update(self, key, record, event):
+        actions = []
+        eid = event.get("event_id")
+        old_status = record["status"]
+        record["event"] = dict(event)
+        record["status"] = event.get("event_status")
+        if old_status != record["status"]:
+            actions.append(Log("info", "event_changed", "event %s: %s -> %s%s"
+                               % (eid, old_status, record["status"], "" if record["mine"] else " (not this VM)"),
+                               event_id=eid, mine=record["mine"], event_status=record["status"]))
+        return actions
+
+    def _plan(self, key, record):
+        if record["status"] == SCHEDULED and record["drain"] is None and record["policy"] in ("after_drain", "none"):
+            self._enqueue(key, "drain")
+        if record["status"] == STARTED and record["started"] is None:
+            self._enqueue(key, "started")
+
+    def _recover_due(self, key, record):
+        # A phase still running may yet owe a recover; the recover job waits behind it and checks again.
+        return owes_recover(record) or self.running in ((key, "drain"), (key, "started"))
+
+    def _forget_finished(self):
+        for key in [k for k, r in self.records.items() if r["gone"]]:
+            record = self.records[key]
+            if self._queued(key, "recover") or self._queued(key, "drain") or self._queued(key, "started"):
+                continue
+            if record["mine"] and owes_recover(record) and record["recover"] not in ("succeeded", "failed"):
+                continue
+            del self.records[key]
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def next_job(self, now_epoch):
+        """Pop the next job that still makes sense and mark it running (the caller persists the
+        records before it starts a handler). Returns (job or None, log actions)."""
+        actions = []
+        while self.running is None and self.queue:
+            key, phase = self.queue.pop(0)
+            record = self.records.get(key)
+            if record is None:
+                continue
+            reason = self._skip_reason(record, phase, now_epoch)
+            eid = self._eid(key)
+            if reason:
+                if phase == "drain":
+                    record["drain"] = "skipped"
+                elif phase == "started":
+                    record["started"] = "skipped"
+                actions.append(Log("warning" if phase == "drain" else "info", "phase_skipped",
+                                   "event %s: %s handlers not run: %s" % (eid, phase, reason),
+                                   event_id=eid, phase=phase))
+                self._forget_finished()
+                continue
+            record[phase] = "running"
+            self.running = (key, phase)
+            return Job(key, phase, dict(record["event"])), actions
+        return None, actions
+
+    def _skip_reason(self, record, phase, now_epoch):
+        if phase == "drain":
+            if record["gone"]:
+                return "the event left the document before its drain could start"
+            if record["status"] != SCHEDULED:
+                return "the event is already %s" % record["status"]
+            not_before = _imds.not_before_epoch(record["event"].get("not_before"))
+            if not_before is not None and not_before <= now_epoch:
+                return "NotBefore %s has passed: a drain must end by NotBefore" % record["event"]["not_before"]
+        elif phase == "started":
+            if record["gone"]:
+                return "the event ended before its started handlers could run"
+        elif phase == "recover":
+            if not owes_recover(record):
+                return "no drain or started handler ran for it"
+        return None
+
+    def job_finished(self, key, phase, ok, summary):
+        """Record a phase's outcome. Returns log actions; approvals follow from pending_approvals()."""
+        self.running = None
+        record = self.records.get(key)
+        if record is None:
+            return []
+        eid = self._eid(key)
+        record[phase] = "succeeded" if ok else "failed"
+        actions = [Log("info" if ok else "error", "phase_finished", "event %s: %s %s (%s)"
+                       % (eid, phase, "succeeded" if ok else "FAILED", summary),
+                       event_id=eid, phase=phase, ok=ok)]
+        if phase == "drain" and record["policy"] == "after_drain":
+            if not ok:
+                record["approval"] = "withheld"
+                actions.append(Log("error", "approval_withheld",
+                                   "event %s: not approving because the drain failed; the platform starts the "
+                                   "event at NotBefore %s" % (eid, record["event"].get("not_before") or "(none)"),
+                                   event_id=eid))
+            elif record["gone"] or record["status"] != SCHEDULED:
+                actions.append(Log("info", "approval_not_needed", "event %s: drained, but it is %s: nothing to "
+                                   "approve" % (eid, "gone" if record["gone"] else record["status"]),
+                                   event_id=eid))
+        if phase == "drain" and record["policy"] == "none" and ok:
+            actions.append(Log("info", "approval_not_needed", "event %s: drained; policy none: not approving, the "
+                               "platform starts it at NotBefore %s" % (eid, record["event"].get("not_before")),
+                               event_id=eid))
+        self._forget_finished()
+        return actions
+
+    def approval_sent(self, keys):
+        actions = []
+        for key in keys:
+            record = self.records.get(key)
+            if record is None:
+                continue
+            record["approval"] = "sent"
+            record["approval_retry_at"] = None
+            eid = self._eid(key)
+            actions.append(Log("info", "approval_sent", "event %s: approval sent (policy %s: %s)"
+                               % (eid, record["policy"], record["policy_reason"]), event_id=eid,
+                               policy=record["policy"]))
+        return actions
+
+    def approval_failed(self, keys, error, retry_at):
+        """retry_at: epoch of the next try, or None when the error is not worth retrying."""
+        actions = []
+        for key in keys:
+            record = self.records.get(key)
+            if record is None:
+                continue
+            eid = self._eid(key)
+            record["approval"] = "retry" if retry_at is not None else "failed"
+            record["approval_retry_at"] = retry_at
+            actions.append(Log("error", "approval_failed", "event %s: approval failed: %s%s"
+                               % (eid, error, "; trying again while it is Scheduled" if retry_at is not None
+                                  else "; not retried"), event_id=eid))
+        return actions
