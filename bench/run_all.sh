@@ -5,7 +5,7 @@
 set -uo pipefail
 py=${1:?usage: bench/run_all.sh PYTHON}
 shift
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 status=0
 for bench in bench/*_bench.py; do
   echo "=== $bench"

@@ -24,7 +24,7 @@ def test_only_loopback_interfaces_exist_in_a_namespace():
     require_isolation()
     if ISOLATION == "guard":
         pytest.fail("no network namespace on this machine: the guard is in use; CI runs as root and must get one")
-    names = [name for _, name in socket.if_nameindex()]
+    names = [pair[1] for pair in socket.if_nameindex()]
     assert names == ["lo"]
 
 

@@ -1582,12 +1582,14 @@ class _Handler(BaseHTTPRequestHandler):
                 response = Response(404, _error_bytes("mock_imds: no VM named %s in the fleet" % vm))
             else:
                 response = self._imds(mock, state, vm, path, query, body)
-        if response is not None:
-            self._write(response)
         if mock.log is not None:
+            # Logged before the answer is sent, so that the log keeps the order of the requests
+            # even when the client's next request arrives on another connection.
             status = response.status if response is not None else "-"
             elapsed = (time.monotonic() - started) * 1000
             mock.log('%s %s "%s %s" %s %.1fms' % (self.client_address[0], vm, self.command, self.path, status, elapsed))
+        if response is not None:
+            self._write(response)
 
     def _imds(self, mock, state, vm, path, query, body):
         arrival = time.time()
