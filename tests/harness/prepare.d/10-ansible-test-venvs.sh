@@ -25,6 +25,7 @@ args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
 subprocess.check_call([sys.executable, "-m", "ensurepip", "--default-pip"])
 subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet"] + args)
 PY
+mkdir -p tests/output
 "$venv_py" tests/harness/run_suites.py --sync-only
 cd build/collections/ansible_collections/azure_imds/scheduled_events
 ANSIBLE_COLLECTIONS_PATH="$OLDPWD/build/collections" "$OLDPWD/.venv/bin/ansible-test" sanity --prime-venvs \
