@@ -80,27 +80,27 @@ def molecule_scenarios():
 def suite_table():
     ansible_test = os.path.join(BIN, "ansible-test")
     return [
-        dict(name="sanity", cwd=COLLECTION_COPY, sync=True,
+        dict(name="sanity", unit="sanity tests", cwd=COLLECTION_COPY, sync=True,
              cmd=[ansible_test, "sanity", "--local", "--python", PY, "--color", "no"],
              counter=lambda text: count(r"^Running sanity test [\"'][^\"']+[\"']", text),
              forbid=[r"Required program \S+ not found", r"Skipping sanity test", r"All targets skipped"]),
-        dict(name="units", cwd=ROOT, sync=True,
+        dict(name="units", unit="tests", cwd=ROOT, sync=True,
              cmd=[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
              counter=parse_pytest,
              forbid=[r"\d+ skipped", r"\d+ xfailed", r"\d+ deselected"]),
-        dict(name="integration", cwd=COLLECTION_COPY, sync=True,
+        dict(name="integration", unit="targets", cwd=COLLECTION_COPY, sync=True,
              cmd=[ansible_test, "integration", "--local", "--python", PY, "--color", "no"],
              counter=lambda text: count(r"^Running \S+ integration test role", text),
              forbid=[r"All targets skipped", r"Skipping \S+ integration"]),
-        dict(name="molecule", cwd=os.path.join(ROOT, "extensions"), sync=True,
+        dict(name="molecule", unit="scenarios", cwd=os.path.join(ROOT, "extensions"), sync=True,
              cmd=None, counter=None),
-        dict(name="lint", cwd=ROOT, sync=True,
+        dict(name="lint", unit="files linted", cwd=ROOT, sync=True,
              cmd=[os.path.join(BIN, "ansible-lint"), "--offline", "--profile", "production", "--nocolor"],
              counter=lambda text: last_int(r"Passed: 0 failure\(s\), 0 warning\(s\) (?:in|on) (\d+) files", text)),
-        dict(name="changelog", cwd=ROOT, sync=False,
+        dict(name="changelog", unit="fragments", cwd=ROOT, sync=False,
              cmd=[os.path.join(BIN, "antsibull-changelog"), "lint"],
              counter=count_linted_fragments),
-        dict(name="docs", cwd=ROOT, sync=True,
+        dict(name="docs", unit="pages current", cwd=ROOT, sync=True,
              cmd=[sys.executable, os.path.join(ROOT, "docs", "generate_reference.py"), "--check"],
              counter=lambda text: last_int(r"^docs: (\d+) reference pages current", text)),
     ]
@@ -186,8 +186,8 @@ def main(argv):
         ok = rc == 0 and tests > 0
         why = "" if ok else (" (exit %d)" % rc if rc else " (ran no test)")
         results.append(dict(name=suite["name"], ok=ok, tests=tests))
-        print("harness: %-12s %s  %4d tests  %6.1fs%s  log: %s"
-              % (suite["name"], "PASS" if ok else "FAIL", tests, took, why, os.path.relpath(log, ROOT)),
+        print("harness: %-12s %s  %4d %-13s %6.1fs%s  log: %s"
+              % (suite["name"], "PASS" if ok else "FAIL", tests, suite["unit"], took, why, os.path.relpath(log, ROOT)),
               flush=True)
         if not ok:
             with open(log, encoding="utf-8", errors="replace") as handle:
