@@ -40,7 +40,7 @@ if __name__ == "__main__":
 
 import _imds  # noqa: E402  pylint: disable=wrong-import-position
 from watcher_config import DEFAULT_CONFIG_PATH, ConfigError, check_config, load_config  # noqa: E402
-from watcher_decisions import Planner, approval_policy, describe  # noqa: E402
+from watcher_decisions import Planner, approval_policy, describe, event_key  # noqa: E402
 from watcher_handlers import PhaseRunner  # noqa: E402
 from watcher_state import StateError, StateStore  # noqa: E402
 
@@ -443,7 +443,7 @@ def status_report(config, client, store):
         records, note = {}, str(exc)
     events = []
     for event in _imds.annotate_events(document.events, name):
-        record = records.get((event.get("event_id") or "").lower())
+        record = records.get(event_key(event.get("event_id")))
         entry = dict(event)
         entry["leader"] = _imds.is_leader(event, name)
         if event["affects_this_host"] and event.get("event_status") == "Scheduled":
@@ -451,7 +451,7 @@ def status_report(config, client, store):
         entry["watcher"] = None if record is None else dict(
             (k, record[k]) for k in ("drain", "approval", "started", "recover", "policy"))
         events.append(entry)
-    present = set(e["event_id"].lower() for e in document.events if e.get("event_id"))
+    present = set(event_key(e["event_id"]) for e in document.events if e.get("event_id"))
     remembered = dict((k, r) for k, r in records.items() if k not in present)
     return {"resource_name": name, "imds_url": client.scheduled_events_url(),
             "document_incarnation": document.incarnation, "events": events,
