@@ -497,16 +497,23 @@ def normalize_event_spec(spec, where, fleet):
 # Faults
 # --------------------------------------------------------------------------------------------
 
-FAULT_KINDS = ("first_call_delay", "status", "slow", "drop", "empty_body", "malformed_json", "redirect", "reset")
+FAULT_KINDS = ("first_call_delay", "status", "slow", "drop", "empty_body", "malformed_json", "redirect", "reset",
+               "trickle", "oversize")
 DELAY_FAULTS = ("first_call_delay", "slow")
+# Faults that change how the real answer of a processed request is sent, not what it says.
+GARBLE_FAULTS = ("empty_body", "malformed_json", "trickle", "oversize")
 FAULT_KEYS = ("kind", "vm", "status", "count", "duration", "delay", "retry_after", "paths", "methods", "location",
-              "body")
+              "body", "interval", "size")
+# A trickle sends one byte per interval; an oversize answer pads the document to size bytes.
+MAX_TRICKLE_INTERVAL = 30.0
+DEFAULT_OVERSIZE = 2 * 1024 * 1024
+MAX_OVERSIZE = 1024 * 1024 * 1024
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 
 class Fault(object):
     __slots__ = ("fault_id", "kind", "vm", "status", "remaining", "expires", "duration", "delay", "retry_after",
-                 "paths", "methods", "location", "body", "delayed_vms", "hits")
+                 "paths", "methods", "location", "body", "delayed_vms", "hits", "interval", "size")
 
     def matches(self, vm, method, path):
         if self.vm is not None and self.vm != vm:
@@ -525,7 +532,8 @@ class Fault(object):
             ("count", self.remaining), ("hits", self.hits), ("duration", self.duration),
             ("expires_in", None if self.expires is None else round(max(0.0, self.expires - real_now), 3)),
             ("delay", self.delay), ("retry_after", self.retry_after), ("paths", self.paths),
-            ("methods", self.methods), ("location", self.location),
+            ("methods", self.methods), ("location", self.location), ("interval", self.interval),
+            ("size", self.size),
         ))
 
 
@@ -583,6 +591,20 @@ def make_fault(spec, fleet, real_now, fault_id):
     f.body = spec.get("body")
     if f.body is not None and (f.kind != "status" or not isinstance(f.body, str)):
         raise MockError("body only applies to status faults and must be a string")
+    f.interval = None
+    if f.kind == "trickle":
+        if "interval" not in spec:
+            raise MockError("a trickle fault needs interval: real seconds between two bytes of the answer "
+                            "(more than 0, at most %d)" % MAX_TRICKLE_INTERVAL)
+        f.interval = _number(spec["interval"], "fault interval", minimum=0.001, maximum=MAX_TRICKLE_INTERVAL)
+    elif "interval" in spec:
+        raise MockError("interval only applies to trickle faults")
+    f.size = None
+    if f.kind == "oversize":
+        f.size = _number(spec.get("size", DEFAULT_OVERSIZE), "fault size (bytes)", minimum=1, maximum=MAX_OVERSIZE,
+                         integer=True)
+    elif "size" in spec:
+        raise MockError("size only applies to oversize faults")
     f.delayed_vms = set()
     f.hits = 0
     return f
@@ -712,15 +734,19 @@ def resolve_scenario(name_or_doc):
 # --------------------------------------------------------------------------------------------
 
 class Response(object):
-    """One answer of the mock. action "drop" closes without answering, "reset" sends a TCP RST."""
-    __slots__ = ("status", "body", "content_type", "headers", "action")
+    """One answer of the mock. action "drop" closes without answering, "reset" sends a TCP RST,
+    "trickle" sends the answer one byte per ``interval`` seconds, "oversize" pads a 200 document
+    with spaces to ``size`` bytes (streamed, never held in memory)."""
+    __slots__ = ("status", "body", "content_type", "headers", "action", "interval", "size")
 
-    def __init__(self, status, body=b"", content_type=JSON_TYPE, headers=(), action=None):
+    def __init__(self, status, body=b"", content_type=JSON_TYPE, headers=(), action=None, interval=None, size=None):
         self.status = status
         self.body = body
         self.content_type = content_type
         self.headers = headers
         self.action = action
+        self.interval = interval
+        self.size = size
 
 
 class Admission(object):
@@ -1013,10 +1039,10 @@ class MockState(object):
             fault = admission.fault
             if admission.limited:
                 response = Response(429, BODY_TOO_MANY)
-            elif fault is None or fault.kind in ("empty_body", "malformed_json"):
+            elif fault is None or fault.kind in GARBLE_FAULTS:
                 response = self._answer(vm, method, path, query, headers, body)
                 if fault is not None:
-                    response = self._garble(fault.kind, response)
+                    response = self._garble(fault, response)
             else:
                 response = self._fault_response(fault, vm, path)
             full_path = path + "?" + query if query else path
@@ -1035,7 +1061,15 @@ class MockState(object):
         return Response(None, action=fault.kind)  # drop, reset
 
     @staticmethod
-    def _garble(kind, response):
+    def _garble(fault, response):
+        kind = fault.kind
+        if kind == "trickle":
+            response.action, response.interval = "trickle", fault.interval
+            return response
+        if kind == "oversize":
+            if response.status == 200:
+                response.action, response.size = "oversize", max(fault.size, len(response.body))
+            return response
         if kind == "empty_body":
             return Response(200, b"")
         body = response.body if response.status == 200 and len(response.body) > 1 else b'{"DocumentIncarnation":1,'
@@ -1616,8 +1650,9 @@ class _Handler(BaseHTTPRequestHandler):
         return Response(status, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))
 
     def _write(self, response):
+        length = response.size if response.action == "oversize" else len(response.body)
         parts = ["HTTP/1.1 %d %s\r\n" % (response.status, _REASONS.get(response.status, "Unknown")),
-                 "Date: %s\r\nContent-Length: %d\r\n" % (_http_date(), len(response.body))]
+                 "Date: %s\r\nContent-Length: %d\r\n" % (_http_date(), length)]
         if response.content_type:
             parts.append("Content-Type: %s\r\n" % response.content_type)
         for name, value in response.headers:
@@ -1628,7 +1663,38 @@ class _Handler(BaseHTTPRequestHandler):
         data = "".join(parts).encode("latin-1")
         if self.command != "HEAD":
             data += response.body
-        self.wfile.write(data)
+        if response.action == "trickle":
+            self._trickle(data, response.interval)
+        elif response.action == "oversize":
+            self.wfile.write(data)
+            self._pad(length - len(response.body))
+        else:
+            self.wfile.write(data)
+
+    def _trickle(self, data, interval):
+        # One byte at a time, headers included, so that a client with a per-read timeout never
+        # times out while a client with a per-request deadline must give up.
+        stopping = self.server.mock.stopping
+        self.close_connection = True
+        for index in range(len(data)):
+            if stopping.wait(interval if index else 0):
+                return
+            try:
+                self.wfile.write(data[index:index + 1])
+                self.wfile.flush()
+            except OSError:
+                return
+
+    def _pad(self, remaining):
+        # JSON allows white space after the document: the padded answer stays valid JSON, so only
+        # a client's size cap can refuse it.
+        chunk = b" " * 65536
+        try:
+            while remaining > 0:
+                self.wfile.write(chunk[:remaining])
+                remaining -= len(chunk)
+        except OSError:
+            self.close_connection = True
 
     def log_message(self, fmt, *args):
         log = self.server.mock.log

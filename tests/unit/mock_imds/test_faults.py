@@ -2,6 +2,7 @@
 """Fault injection: every kind, count, duration, filters; the control API is never faulted."""
 
 import json
+import socket
 import time
 
 import pytest
@@ -205,3 +206,48 @@ def test_bad_fault_specs_are_named(start, spec, message):
     mock, _client = start()
     with pytest.raises(mock_imds.MockError, match=message):
         mock.add_fault(spec)
+
+
+def test_trickle_sends_the_real_answer_one_byte_at_a_time(start):
+    mock, _client = start()
+    mock.add_fault(kind="trickle", interval=0.001, count=1)
+    with socket.create_connection(("127.0.0.1", mock.port), timeout=5) as sock:
+        sock.sendall(REQUEST)
+        reads = []
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reads.append(chunk)
+    answer = b"".join(reads)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["Events"] == []
+    # Byte by byte: far more reads than a normal answer's one or two.
+    assert len(reads) > 50
+    assert mock.state.audit()["requests"][-1]["fault"] == "trickle"
+
+
+def test_oversize_pads_a_valid_document_to_size_bytes(start):
+    mock, client = start()
+    mock.add_fault(kind="oversize", size=3 * 1024 * 1024, count=1)
+    answer = client.get()
+    assert answer.status == 200
+    assert len(answer.body) == 3 * 1024 * 1024
+    assert answer.json()["Events"] == []
+    assert len(client.get().body) < 1024
+
+
+@pytest.mark.parametrize("spec, named", [
+    ({"kind": "trickle"}, "interval"),
+    ({"kind": "trickle", "interval": 0}, "interval"),
+    ({"kind": "trickle", "interval": 31}, "interval"),
+    ({"kind": "status", "status": 500, "interval": 1}, "interval"),
+    ({"kind": "oversize", "size": 0}, "size"),
+    ({"kind": "oversize", "size": 2 ** 40}, "size"),
+    ({"kind": "drop", "size": 10}, "size"),
+])
+def test_trickle_and_oversize_options_are_checked(start, spec, named):
+    mock, _client = start()
+    with pytest.raises(mock_imds.MockError) as caught:
+        mock.add_fault(**spec)
+    assert named in str(caught.value)
