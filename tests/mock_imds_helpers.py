@@ -31,7 +31,8 @@ except ImportError:  # pragma: no cover
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MOCK_DIR = os.path.join(ROOT, "roles", "mock_imds", "files")
-MOCK_PATH = os.path.join(MOCK_DIR, "mock_imds.py")
+# The package directory: `python3 MOCK_PATH ...` runs its __main__.py.
+MOCK_PATH = os.path.join(MOCK_DIR, "mock_imds")
 
 
 def _import_mock():
@@ -129,7 +130,7 @@ def start_mock(**kwargs):
 
 
 def spawn_mock(args=(), timeout=10):
-    """Run `python mock_imds.py ARGS --port 0 --port-file F` and wait until it listens."""
+    """Run `python MOCK_PATH ARGS --port 0 --port-file F` and wait until it listens."""
     args = list(args)
     workdir = tempfile.mkdtemp(prefix="mock_imds_")
     port_file = os.path.join(workdir, "port")

@@ -28,7 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-MOCK = os.path.join(ROOT, "roles", "mock_imds", "files", "mock_imds.py")
+MOCK = os.path.join(ROOT, "roles", "mock_imds", "files", "mock_imds")
 FARM = os.path.join(ROOT, ".cache", "demo-collections")
 HOSTS = ("web_0", "web_1", "web_2")
 SPEED = 10

@@ -1,0 +1,183 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to azure_imds.scheduled_events
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet: VMs, their groups (who sees whose events) and their instance metadata."""
+
+from __future__ import print_function
+
+import collections
+import copy
+import uuid
+
+from .checks import MockError, _check_keys
+from .rules import BROADCAST_KINDS, DEFAULT_VM_NAME, KIND_ALIASES, STANDALONE, _NAMESPACE, _VM_NAME_RE
+
+
+class Vm(object):
+    __slots__ = ("name", "group", "kind", "index", "members", "instance")
+
+    def __init__(self, name, group, kind, index):
+        self.name = name
+        self.group = group
+        self.kind = kind
+        self.index = index
+        self.members = frozenset([name])  # who sees an event that names this VM
+        self.instance = None
+
+
+def parse_fleet_spec(spec, number=1):
+    """CLI short form `KIND:vm,vm` or `KIND:GROUP:vm,vm` -> a fleet group dict."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or parts[0] not in KIND_ALIASES:
+        raise MockError("--fleet %r: expected KIND:VM,VM or KIND:GROUP:VM,VM with KIND one of avset, vmss, "
+                        "zonal (or a JSON file path)" % (spec,))
+    kind = KIND_ALIASES[parts[0]]
+    name = parts[1] if len(parts) == 3 else "%s%d" % (parts[0], number)
+    vms = [v for v in parts[-1].split(",") if v]
+    return {"name": name, "kind": kind, "vms": vms}
+
+
+class Fleet(object):
+    """VMs by name, their groups and their instance metadata; built from a fleet document."""
+
+    GROUP_KEYS = ("name", "kind", "vms", "compute")
+
+    def __init__(self, doc=None, default_vm=None):
+        doc = {} if doc is None else doc
+        _check_keys(doc, ("default_vm", "groups"), "fleet")
+        groups = doc.get("groups", [])
+        if not isinstance(groups, list):
+            raise MockError("fleet.groups must be a list of {name, kind, vms} objects")
+        self.default_vm = default_vm or doc.get("default_vm") or DEFAULT_VM_NAME
+        self._check_name(self.default_vm, "fleet.default_vm")
+        self.groups = []
+        self.vms = collections.OrderedDict()
+        group_names = set()
+        for number, group in enumerate(groups):
+            where = "fleet.groups[%d]" % number
+            _check_keys(group, self.GROUP_KEYS, where)
+            name, kind, members = group.get("name"), group.get("kind"), group.get("vms")
+            if not isinstance(name, str) or not name or name in group_names:
+                raise MockError("%s.name must be a unique non-empty string, got %r" % (where, name))
+            group_names.add(name)
+            if kind not in KIND_ALIASES:
+                raise MockError("%s.kind must be one of availability_set, scale_set, zonal (or avset, vmss), "
+                                "got %r" % (where, kind))
+            kind = KIND_ALIASES[kind]
+            if not isinstance(members, list) or not members:
+                raise MockError("%s.vms must be a non-empty list of VM names" % where)
+            compute = group.get("compute", {})
+            if not isinstance(compute, dict):
+                raise MockError("%s.compute must be an object of compute fields to override" % where)
+            canon = {"name": name, "kind": kind, "vms": list(members)}
+            if compute:
+                canon["compute"] = dict(compute)
+            self.groups.append(canon)
+            vms = []
+            for index, vm_name in enumerate(members):
+                self._check_name(vm_name, "%s.vms[%d]" % (where, index))
+                if vm_name in self.vms:
+                    raise MockError("%s: VM %r is already in another group; VM names must be unique"
+                                    % (where, vm_name))
+                vm = Vm(vm_name, name, kind, index)
+                self.vms[vm_name] = vm
+                vms.append(vm)
+            if kind in BROADCAST_KINDS:
+                members_set = frozenset(vm.name for vm in vms)
+                for vm in vms:
+                    vm.members = members_set
+        if self.default_vm not in self.vms:
+            standalone = Vm(self.default_vm, None, STANDALONE, 0)
+            self.vms[self.default_vm] = standalone
+            self.vms.move_to_end(self.default_vm, last=False)
+        overrides = dict((g["name"], g.get("compute", {})) for g in self.groups)
+        for number, vm in enumerate(self.vms.values()):
+            vm.instance = _instance_document(vm, number, overrides.get(vm.group, {}))
+
+    @staticmethod
+    def _check_name(name, where):
+        if not isinstance(name, str) or not _VM_NAME_RE.match(name):
+            raise MockError("%s: %r is not a usable VM name (letters, digits, '_', '.', '-'; up to 80 "
+                            "characters, starting with a letter or digit)" % (where, name))
+
+    def document(self):
+        return {"default_vm": self.default_vm, "groups": copy.deepcopy(self.groups)}
+
+    def audience(self, resources):
+        """The VMs that see an event naming these resources."""
+        seen = set()
+        for name in resources:
+            seen |= self.vms[name].members
+        return frozenset(seen)
+
+
+def _instance_document(vm, number, overrides):
+    """Plausible /metadata/instance content for one VM (every primitive a string, as IMDS does)."""
+    subscription = "8d10da13-8125-4ba9-a717-bf7490507b3d"
+    group = "mock-imds-rg"
+    computer_name = vm.name
+    placement_group = ""
+    scale_set = ""
+    zone = ""
+    resource_id = ("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s"
+                   % (subscription, group, vm.name))
+    if vm.kind == "scale_set":
+        scale_set = vm.group
+        placement_group = str(uuid.uuid5(_NAMESPACE, "pg/" + vm.group))
+        computer_name = "%s%06d" % (vm.group[:9], vm.index)
+        resource_id = ("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/"
+                       "%s/virtualMachines/%d" % (subscription, group, vm.group, vm.index))
+    elif vm.kind == "zonal":
+        zone = str(vm.index % 3 + 1)
+    mac_seed = uuid.uuid5(_NAMESPACE, "mac/" + vm.name).hex.upper()
+    compute = {
+        "azEnvironment": "AzurePublicCloud",
+        "additionalCapabilities": {"hibernationEnabled": "false"},
+        "evictionPolicy": "",
+        "extendedLocation": {"name": "", "type": ""},
+        "host": {"id": ""},
+        "hostGroup": {"id": ""},
+        "isHostCompatibilityLayerVm": "false",
+        "licenseType": "",
+        "location": "westeurope",
+        "name": vm.name,
+        "offer": "0001-com-ubuntu-server-jammy",
+        "osProfile": {"adminUsername": "azureuser", "computerName": computer_name,
+                      "disablePasswordAuthentication": "true"},
+        "osType": "Linux",
+        "physicalZone": "",
+        "placementGroupId": placement_group,
+        "plan": {"name": "", "product": "", "publisher": ""},
+        "platformFaultDomain": str(vm.index % 2) if vm.kind == "availability_set" else "0",
+        "platformSubFaultDomain": "",
+        "platformUpdateDomain": str(vm.index % 5) if vm.kind == "availability_set" else "0",
+        "priority": "Regular",
+        "provider": "Microsoft.Compute",
+        "publicKeys": [],
+        "publisher": "canonical",
+        "resourceGroupName": group,
+        "resourceId": resource_id,
+        "securityProfile": {"encryptionAtHost": "false", "secureBootEnabled": "true", "securityType": "TrustedLaunch",
+                            "virtualTpmEnabled": "true"},
+        "sku": "22_04-lts-gen2",
+        "subscriptionId": subscription,
+        "tags": "mock_imds:true",
+        "tagsList": [{"name": "mock_imds", "value": "true"}],
+        "userData": "",
+        "version": "22.04.202404080",
+        "vmId": str(uuid.uuid5(_NAMESPACE, "vm/" + vm.name)),
+        "vmScaleSetName": scale_set,
+        "vmSize": "Standard_D2s_v5",
+        "zone": zone,
+    }
+    compute.update(overrides)
+    network = {"interface": [{
+        "ipv4": {
+            "ipAddress": [{"privateIpAddress": "10.0.%d.%d" % (number // 250, number % 250 + 4),
+                           "publicIpAddress": ""}],
+            "subnet": [{"address": "10.0.0.0", "prefix": "16"}],
+        },
+        "ipv6": {"ipAddress": []},
+        "macAddress": "000D3A" + mac_seed[:6],
+    }]}
+    return {"compute": compute, "network": network}
