@@ -69,5 +69,11 @@ def resource_name(module, client, needed_by=None):
         return None
 
 
+def report_unreadable(module, scheduled):
+    """One module warning per field of the document that could not be read (see ScheduledEvents.warnings)."""
+    for warning in scheduled.warnings:
+        module.warn("Scheduled Events document (incarnation %d): %s" % (scheduled.incarnation, warning))
+
+
 def annotated(events, name, runtime):
     return _imds.annotate_events(events, name, now_epoch=runtime.wall_clock())

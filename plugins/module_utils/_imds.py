@@ -14,8 +14,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
+import datetime
 import email.utils
 import json
+import math
 import os
 import random
 import re
@@ -28,6 +30,11 @@ try:
 except ImportError:  # pragma: no cover - Python 2 is not supported, this keeps sanity's compile test quiet
     http_client = None
     urlencode = urlsplit = None
+
+try:
+    import ssl
+except ImportError:  # pragma: no cover - a Python built without ssl still speaks plain http
+    ssl = None
 
 DEFAULT_BASE_URL = "http://169.254.169.254"
 URL_ENV_VAR = "AZURE_IMDS_URL"
@@ -51,9 +58,27 @@ KNOWN_EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")
 EVENT_STATUSES = ("Scheduled", "Started")
 EVENT_SOURCES = ("Platform", "User")
 
+# The one place for defaults and bounds: the doc fragment, the argspecs, the wait plugin and the
+# watcher's configuration all take theirs from here (a unit test keeps the documentation equal).
 DEFAULT_CONNECT_TIMEOUT = 5.0
 DEFAULT_REQUEST_TIMEOUT = 120.0
 DEFAULT_RETRY_TIMEOUT = 90.0
+# Upper bound of every timeout, wait and interval option (seconds): a day is longer than any
+# maintenance event, and a bound keeps absurd values (1e308) from overflowing time arithmetic.
+MAX_TIMEOUT = 86400.0
+# A request needs some time to be answered at all; below this a timeout is a typo.
+MIN_REQUEST_TIMEOUT = 0.1
+# IMDS allows 5 requests per second per VM across every caller: one floor for scheduled_event_info's
+# poll_interval, scheduled_event_wait's sleep and the watcher's poll_interval.
+MIN_POLL_INTERVAL = 0.2
+# Retry-After is honoured up to this many seconds (a Preempt gives 30 s of notice), and never past
+# the deadline of the operation.
+RETRY_AFTER_CAP = 60.0
+# A Scheduled Events document is a few KiB; a larger answer is not one, and reading it whole would
+# cost memory without bound.
+MAX_BODY_BYTES = 1024 * 1024
+# DocumentIncarnation and the options that carry one (changed_since, since_incarnation).
+MAX_INCARNATION = 2 ** 63 - 1
 # Refused connections, unreachable networks and connect timeouts mean "no IMDS here" far more
 # often than "IMDS is restarting": give up on them quickly.
 CONNECT_RETRY_WINDOW = 5.0
@@ -123,6 +148,83 @@ class ImdsInputError(ValueError):
 
 
 # --------------------------------------------------------------------------------------------
+# Values at the edge: numbers and deadlines
+# --------------------------------------------------------------------------------------------
+
+def _number_text(value):
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return "%d" % value
+    return "%s" % (value,)
+
+
+def check_number(value, name, minimum=None, maximum=None, integer=False, allow_none=False, unit="seconds"):
+    """A finite number within [minimum, maximum], as float (int with integer=True).
+
+    Refuses bool, strings, NaN, infinities, non-integral values where an integer is wanted and
+    values out of range, with an ImdsInputError naming the option, the value and the range.
+    """
+    if value is None and allow_none:
+        return None
+    if minimum is not None and maximum is not None:
+        wanted = "from %s to %s" % (_number_text(minimum), _number_text(maximum))
+    elif minimum is not None:
+        wanted = "of at least %s" % _number_text(minimum)
+    elif maximum is not None:
+        wanted = "of at most %s" % _number_text(maximum)
+    else:
+        wanted = "that is finite"
+    kind = "a whole number" if integer else "a number"
+    message = "%s must be %s %s%s, got %s." % (name, kind, wanted, " (%s)" % unit if unit else "",
+                                               _short_repr(value))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ImdsInputError(message)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ImdsInputError(message)
+    if integer and isinstance(value, float):
+        if not value.is_integer():
+            raise ImdsInputError(message)
+        value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ImdsInputError(message)
+    return int(value) if integer else float(value)
+
+
+def _short_repr(value, limit=80):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class Deadline:
+    """A monotonic end time. Every blocking call takes one, so one budget bounds a whole operation."""
+
+    def __init__(self, seconds, clock=None):
+        self._clock = clock or time.monotonic
+        self.end = self._clock() + check_number(seconds, "deadline", minimum=0)
+
+    @classmethod
+    def _at(cls, end, clock):
+        deadline = cls.__new__(cls)
+        deadline._clock = clock
+        deadline.end = end
+        return deadline
+
+    def remaining(self):
+        """Seconds left, never below 0."""
+        return max(0.0, self.end - self._clock())
+
+    def expired(self):
+        return self.remaining() <= 0
+
+    def sooner(self, seconds):
+        """The earlier of this deadline and now + seconds (on the same clock)."""
+        seconds = check_number(seconds, "deadline", minimum=0)
+        return Deadline._at(min(self.end, self._clock() + seconds), self._clock)
+
+    def __repr__(self):
+        return "Deadline(%.3fs left)" % self.remaining()
+
+
+# --------------------------------------------------------------------------------------------
 # Retry policy: what is retried (the table) is kept apart from how (RetryPolicy.delay)
 # --------------------------------------------------------------------------------------------
 
@@ -134,6 +236,7 @@ class Failure:
     DROPPED = "dropped"            # connection reset or closed mid-request
     BAD_BODY = "bad_body"          # 200 whose body is empty or not JSON
     HTTP = "http"                  # an HTTP status other than 200
+    TOO_LARGE = "too_large"        # a body past MAX_BODY_BYTES: not a document, and never retried
 
     def __init__(self, kind, detail, status=None, body=None, imds_error=None, retry_after=None, headers=None):
         self.kind = kind
@@ -187,14 +290,15 @@ def retry_rule_for(failure):
 
 
 class RetryPolicy:
-    """How to wait between attempts: exponential backoff with jitter and a cap; Retry-After wins."""
+    """How to wait between attempts: exponential backoff with jitter and a cap; Retry-After wins, up
+    to RETRY_AFTER_CAP (callers also keep every sleep within their deadline)."""
 
     def __init__(self, rng=None):
         self._random = rng or random.random
 
     def delay(self, rule, attempt, retry_after=None):
         if retry_after is not None:
-            return max(0.0, retry_after)
+            return min(RETRY_AFTER_CAP, max(0.0, retry_after))
         if rule.exponential:
             raw = min(rule.cap, rule.base * (2 ** max(0, attempt - 1)))
         else:
@@ -211,18 +315,19 @@ def parse_retry_after(value, now_epoch=None):
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
-    try:
-        parsed = email.utils.parsedate_tz(value)
-    except (TypeError, ValueError):
-        parsed = None
-    if not parsed:
-        return None
-    epoch = email.utils.mktime_tz(parsed)
-    now_epoch = time.time() if now_epoch is None else now_epoch
-    return max(0.0, epoch - now_epoch)
+        try:
+            parsed = email.utils.parsedate_tz(value)
+            epoch = email.utils.mktime_tz(parsed) if parsed else None
+        except (TypeError, ValueError, OverflowError):
+            epoch = None
+        if epoch is None:
+            return None
+        now_epoch = time.time() if now_epoch is None else now_epoch
+        seconds = epoch - now_epoch
+    # NaN is no instruction at all; infinity is just "long", which the cap deals with.
+    return None if math.isnan(seconds) else max(0.0, seconds)
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,23 +337,51 @@ def parse_retry_after(value, now_epoch=None):
 def resolve_base_url(explicit=None, environ=None):
     """An explicit URL wins, then $AZURE_IMDS_URL, then the real link-local address."""
     environ = os.environ if environ is None else environ
-    for candidate in (explicit, environ.get(URL_ENV_VAR)):
-        if candidate:
-            return validate_base_url(candidate)
+    if explicit is not None and explicit != "":
+        return check_base_url(explicit)
+    from_environment = environ.get(URL_ENV_VAR)
+    if from_environment:
+        return check_base_url(from_environment, name="$%s (environment of the managed host)" % URL_ENV_VAR)
     return DEFAULT_BASE_URL
 
 
-def validate_base_url(url):
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+_URL_FORM = ("Use the form http://169.254.169.254 (or, for tests, the mock's URL such as "
+             "http://127.0.0.1:8080/vm/web_0).")
+
+
+def check_base_url(url, name="imds_url"):
+    """The base URL without a trailing slash, fully parsed: scheme, host, port 1-65535, nothing odd.
+
+    Raises ImdsInputError naming the option (name), the value and the fix; never anything else.
+    """
+    if not isinstance(url, str):
+        raise ImdsInputError("%s must be a string, got %s. %s" % (name, _short_repr(url), _URL_FORM))
+    if not url or any(c.isspace() or ord(c) < 32 or ord(c) >= 127 for c in url):
+        raise ImdsInputError("%s %s is empty or holds whitespace, control or non-ASCII characters "
+                             "(percent-encode those of a path). %s" % (name, _short_repr(url), _URL_FORM))
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError as exc:
+        raise ImdsInputError("%s %s is not a valid URL (%s). Check the brackets of an IPv6 host and "
+                             "give the port as a number from 1 to 65535. %s" % (name, _short_repr(url), exc, _URL_FORM))
+    if parts.scheme not in ("http", "https") or not host:
+        raise ImdsInputError("%s %s is not an http:// URL with a host. %s" % (name, _short_repr(url), _URL_FORM))
+    if (port is not None and not 1 <= port <= 65535) or parts.netloc.endswith(":"):
+        raise ImdsInputError("%s %s has a port outside 1-65535. %s" % (name, _short_repr(url), _URL_FORM))
+    if parts.username is not None or parts.password is not None:
+        raise ImdsInputError("%s %s carries a user name or password; IMDS takes none. %s"
+                             % (name, _short_repr(url), _URL_FORM))
+    if parts.query or parts.fragment or "?" in url or "#" in url:
         raise ImdsInputError(
-            "imds_url %r is not an http:// URL with a host. Use the form http://169.254.169.254 "
-            "(or, for tests, the mock's URL such as http://127.0.0.1:8080/vm/web_0)." % (url,))
-    if parts.query or parts.fragment:
-        raise ImdsInputError(
-            "imds_url %r carries a query or fragment. Give only scheme, host, port and an optional path "
-            "prefix; the client adds /metadata/... and api-version itself." % (url,))
+            "%s %s carries a query or fragment. Give only scheme, host, port and an optional path "
+            "prefix; the client adds /metadata/... and api-version itself." % (name, _short_repr(url),))
     return url.rstrip("/")
+
+
+# The name the watcher's configuration checks call.
+validate_base_url = check_base_url
 
 
 def validate_api_version(api_version):
@@ -293,28 +426,38 @@ _ISO_RE = re.compile(
 
 
 def not_before_epoch(value):
-    """Seconds since the epoch for a NotBefore in RFC 1123 or ISO 8601, or None when empty."""
+    """Seconds since the epoch for a NotBefore in RFC 1123 or ISO 8601, or None when empty.
+
+    Raises ValueError (only) for anything else, impossible dates included.
+    """
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ValueError("NotBefore %r is not a string" % (value,))
+        raise ValueError("NotBefore %s is not a string" % (_short_repr(value),))
     value = value.strip()
     if not value:
         return None
-    match = _ISO_RE.match(value)
-    if match:
-        year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
-        epoch = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
-        zone = match.group(7)
-        if zone and zone != "Z":
-            sign = 1 if zone[0] == "+" else -1
-            digits = zone[1:].replace(":", "")
-            epoch -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
-        return epoch
-    parsed = email.utils.parsedate_tz(value)
-    if parsed is None:
-        raise ValueError("NotBefore %r is neither RFC 1123 nor ISO 8601" % (value,))
-    return email.utils.mktime_tz(parsed)
+    try:
+        match = _ISO_RE.match(value)
+        if match:
+            fields = [int(g) for g in match.groups()[:6]]
+            # datetime refuses a 13th month or a 31st of April, which timegm would silently roll over.
+            epoch = calendar.timegm(datetime.datetime(*fields).timetuple())
+            zone = match.group(7)
+            if zone and zone != "Z":
+                sign = 1 if zone[0] == "+" else -1
+                digits = zone[1:].replace(":", "")
+                epoch -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+        else:
+            parsed = email.utils.parsedate_tz(value)
+            if parsed is None:
+                raise ValueError("neither RFC 1123 nor ISO 8601")
+            datetime.datetime(*parsed[:6])
+            epoch = email.utils.mktime_tz(parsed)
+        _epoch_to_iso(epoch)
+    except (ValueError, TypeError, OverflowError, OSError) as exc:
+        raise ValueError("NotBefore %s is not a date in RFC 1123 or ISO 8601 (%s)" % (_short_repr(value), exc))
+    return epoch
 
 
 def normalize_not_before(value):
@@ -330,17 +473,106 @@ def _strip_resource(name, api_version):
     return name
 
 
-def normalize_event(raw, api_version=DEFAULT_API_VERSION):
-    """One IMDS event as a dict with snake_case keys. Missing fields are None; extras pass through."""
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _EventReader:
+    """Reads one raw event field by field: what cannot be read becomes None (Resources: []) and a warning."""
+
+    def __init__(self, raw, position, api_version, warnings):
+        self.raw = raw
+        self.api_version = api_version
+        self.warnings = warnings
+        event_id = raw.get("EventId")
+        self.label = "event #%d" % position
+        if event_id is not None:
+            shown = event_id if is_event_id(event_id) else _short_repr(event_id, 60)
+            self.label += " (EventId %s)" % shown
+
+    def warn(self, field, problem, read_as="null"):
+        self.warnings.append("%s: %s %s; read as %s." % (self.label, field, problem, read_as))
+
+    def string(self, field):
+        value = self.raw.get(field)
+        if value is None or isinstance(value, str):
+            return value
+        self.warn(field, "is not a string (got %s)" % _short_repr(value, 60))
+        return None
+
+    def event_id(self):
+        value = self.string("EventId")
+        if value is not None and not is_event_id(value):
+            self.warnings.append("%s: EventId is not a GUID; it is reported as sent but cannot be approved."
+                                 % self.label)
+        return value
+
+    def resources(self):
+        value = self.raw.get("Resources")
+        if value is None:
+            return []
+        if isinstance(value, str):
+            self.warn("Resources", "is a single string, not a list", "the one-element list [%s]" % _short_repr(value))
+            value = [value]
+        if not isinstance(value, list):
+            self.warn("Resources", "is not a list (got %s)" % _short_repr(value, 60), "an empty list")
+            return []
+        names = [v for v in value if isinstance(v, str)]
+        if len(names) != len(value):
+            dropped = [v for v in value if not isinstance(v, str)]
+            self.warnings.append("%s: Resources holds entries that are not strings (%s); they were left out."
+                                 % (self.label, _short_repr(dropped, 60)))
+        return [_strip_resource(name, self.api_version) for name in names]
+
+    def not_before(self):
+        try:
+            return normalize_not_before(self.raw.get("NotBefore"))
+        except ValueError as exc:
+            self.warn("NotBefore", "is unreadable: %s" % exc)
+            return None
+
+    def duration(self):
+        value = self.raw.get("DurationInSeconds")
+        if value is None or _is_int(value):
+            return value
+        self.warn("DurationInSeconds", "is not a whole number (got %s)" % _short_repr(value, 60))
+        return None
+
+
+def normalize_event(raw, api_version=DEFAULT_API_VERSION, position=1, warnings=None):
+    """One IMDS event as a dict with snake_case keys. Missing fields are None; extras pass through.
+
+    Never raises for the content of raw: a field that cannot be read is None (Resources: an empty
+    list) and a warning is appended to warnings.
+    """
+    warnings = [] if warnings is None else warnings
+    reader = _EventReader(raw, position, api_version, warnings)
     event = {}
     for raw_key, key in EVENT_FIELDS:
-        event[key] = raw.get(raw_key)
-    event["resources"] = [_strip_resource(r, api_version) for r in (event["resources"] or [])]
-    event["not_before"] = normalize_not_before(event["not_before"])
+        if raw_key == "EventId":
+            event[key] = reader.event_id()
+        elif raw_key == "Resources":
+            event[key] = reader.resources()
+        elif raw_key == "NotBefore":
+            event[key] = reader.not_before()
+        elif raw_key == "DurationInSeconds":
+            event[key] = reader.duration()
+        else:
+            event[key] = reader.string(raw_key)
     for raw_key, value in raw.items():
-        if raw_key not in _RAW_FIELDS:
-            event[_snake_case(raw_key)] = value
+        if raw_key in _RAW_FIELDS:
+            continue
+        key = _snake_case(raw_key)
+        if key in event or key in ANNOTATIONS:
+            warnings.append("%s: the extra field %s would replace %s; it was left out."
+                            % (reader.label, _short_repr(raw_key, 60), key))
+            continue
+        event[key] = value
     return event
+
+
+# What annotate_events adds to each event; no field of IMDS may take these names.
+ANNOTATIONS = ("affects_this_host", "seconds_to_not_before")
 
 
 def _snake_case(name):
@@ -348,40 +580,51 @@ def _snake_case(name):
 
 
 def parse_document(body, url=None):
-    """Parse a scheduled events body. Raises ImdsResponseError when it is not a document."""
+    """Parse a scheduled events body. Raises ImdsResponseError when it is not a document at all."""
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     if not body or not body.strip():
         raise ImdsResponseError("IMDS answered 200 with an empty body", url=url, status=200)
     try:
         document = json.loads(body)
-    except ValueError as exc:
-        raise ImdsResponseError("IMDS answered 200 with a body that is not JSON (%s)" % exc, url=url, status=200)
+    except (ValueError, RecursionError) as exc:
+        raise ImdsResponseError("IMDS answered 200 with a body that is not JSON (%s)" % _short_repr(str(exc)),
+                                url=url, status=200)
     if not isinstance(document, dict) or not isinstance(document.get("Events"), list):
         raise ImdsResponseError(
             "IMDS answered 200 with JSON that is not a Scheduled Events document (no Events list)",
             url=url, status=200)
-    if not all(isinstance(e, dict) for e in document["Events"]):
-        raise ImdsResponseError("IMDS answered 200 with an Events list holding non-objects", url=url, status=200)
     return document
 
 
 class ScheduledEvents:
-    """A parsed Scheduled Events document: the raw dict and its normalised events."""
+    """A parsed Scheduled Events document: the raw dict, its normalised events and what could not be read.
+
+    Reading never raises: an event that cannot be fully read is kept with what could be read, and
+    ``warnings`` holds one line per field that could not (naming the event and the field).
+    """
 
     def __init__(self, document, api_version=DEFAULT_API_VERSION, url=None):
         self.document = document
         self.api_version = api_version
-        try:
-            self.incarnation = int(document.get("DocumentIncarnation") or 0)
-        except (TypeError, ValueError):
-            self.incarnation = 0
-        try:
-            self.events = [normalize_event(e, api_version) for e in document["Events"]]
-        except ValueError as exc:
-            raise ImdsResponseError(
-                "IMDS sent an event this client cannot read: %s" % exc, url=url, status=200,
-                hint="Please report it with the raw document, which curl -H Metadata:true URL shows.")
+        self.url = url
+        self.warnings = []
+        self.incarnation = self._incarnation(document.get("DocumentIncarnation"))
+        self.events = []
+        for position, raw in enumerate(document.get("Events") or [], 1):
+            if isinstance(raw, dict):
+                self.events.append(normalize_event(raw, api_version, position, self.warnings))
+            else:
+                self.warnings.append("event #%d is not a JSON object (got %s); it was left out."
+                                     % (position, _short_repr(raw, 60)))
+
+    def _incarnation(self, value):
+        if _is_int(value) and 0 <= value <= MAX_INCARNATION:
+            return value
+        self.warnings.append("DocumentIncarnation %s; read as 0." % (
+            "is missing" if value is None else "is not a whole number from 0 to %d (got %s)"
+            % (MAX_INCARNATION, _short_repr(value, 60))))
+        return 0
 
     def find(self, event_id):
         for event in self.events:
@@ -469,12 +712,92 @@ def _imds_error_text(body):
     return text[:300] or None
 
 
-class ImdsClient:
-    """Talks to IMDS with one retry policy and one overall deadline per operation.
+class _DeadlineSocketMixin:
+    """Re-arms the socket's timeout to the time left before every send and receive.
 
-    Every operation gets a deadline of ``retry_timeout`` seconds: no retry starts after it and
-    every sleep and every retried request's timeout is clamped to the time left. The first attempt
-    always gets the full ``request_timeout``, because the first request to Scheduled Events after
+    A plain socket timeout bounds each read alone: a server trickling one byte per second would
+    hold a request open for ever. http.client reads the status line, the headers and the body
+    through this socket, so with the timeout re-armed before each read one per-request deadline
+    bounds them all.
+    """
+
+    deadline = None
+
+    def _arm(self):
+        if self.deadline is not None:
+            left = self.deadline.remaining()
+            if left <= 0:
+                raise socket.timeout("the request's deadline passed")
+            self.settimeout(left)
+
+    def recv_into(self, *args, **kwargs):
+        self._arm()
+        return super(_DeadlineSocketMixin, self).recv_into(*args, **kwargs)
+
+    def recv(self, *args, **kwargs):
+        self._arm()
+        return super(_DeadlineSocketMixin, self).recv(*args, **kwargs)
+
+    def sendall(self, *args, **kwargs):
+        self._arm()
+        return super(_DeadlineSocketMixin, self).sendall(*args, **kwargs)
+
+    def send(self, *args, **kwargs):
+        self._arm()
+        return super(_DeadlineSocketMixin, self).send(*args, **kwargs)
+
+
+class _DeadlineSocket(_DeadlineSocketMixin, socket.socket):
+    pass
+
+
+if ssl is not None:
+    class _DeadlineSSLSocket(_DeadlineSocketMixin, ssl.SSLSocket):
+        pass
+else:  # pragma: no cover - a Python built without ssl still speaks plain http
+    _DeadlineSSLSocket = None
+
+
+def _connect_socket(host, port, timeout):
+    """socket.create_connection, but with a socket that honours a per-request deadline."""
+    last_error = OSError("no address found for %s" % host)
+    for family, socktype, proto, _canonname, address in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = _DeadlineSocket(family, socktype, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            last_error = exc
+    raise last_error
+
+
+class _HTTPConnection(http_client.HTTPConnection if http_client else object):
+    def connect(self):
+        self.sock = _connect_socket(self.host, self.port, self.timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _HTTPSConnection(http_client.HTTPSConnection if http_client and ssl else object):
+    def connect(self):
+        # The connection's own context (certificate checks as http.client sets them), made to wrap
+        # into a socket that honours the deadline.
+        context = getattr(self, "_context", None) or ssl.create_default_context()
+        context.sslsocket_class = _DeadlineSSLSocket
+        plain = _connect_socket(self.host, self.port, self.timeout)
+        self.sock = context.wrap_socket(plain, server_hostname=self.host)
+
+
+class ImdsClient:
+    """Talks to IMDS with one retry policy and one deadline per operation.
+
+    Every operation (get_scheduled_events, approve, get_vm_name) takes an optional Deadline that
+    bounds all of it: each attempt (connect, send, every read, the whole body) and each sleep
+    between attempts. Within it the client keeps its own limits: no retry starts more than
+    ``retry_timeout`` seconds after the operation began, and no single request takes more than
+    ``request_timeout`` seconds in total. The first attempt gets the whole ``request_timeout``
+    (unless the caller's deadline is sooner), because the first request to Scheduled Events after
     a quiet day can take two minutes while the service switches itself on.
     """
 
@@ -483,14 +806,9 @@ class ImdsClient:
                  clock=None, sleep=None, rng=None, environ=None, wall_clock=None, connection_factory=None):
         self.base_url = resolve_base_url(base_url, environ)
         self.api_version = validate_api_version(api_version)
-        if request_timeout is None or request_timeout <= 0:
-            raise ImdsInputError("request_timeout must be a positive number of seconds, got %r." % (request_timeout,))
-        if retry_timeout is None or retry_timeout < 0:
-            raise ImdsInputError("retry_timeout must be zero or a positive number of seconds, got %r."
-                                 % (retry_timeout,))
-        self.request_timeout = float(request_timeout)
-        self.retry_timeout = float(retry_timeout)
-        self.connect_timeout = float(connect_timeout)
+        self.request_timeout = check_number(request_timeout, "request_timeout", MIN_REQUEST_TIMEOUT, MAX_TIMEOUT)
+        self.retry_timeout = check_number(retry_timeout, "retry_timeout", 0.0, MAX_TIMEOUT)
+        self.connect_timeout = check_number(connect_timeout, "connect_timeout", MIN_REQUEST_TIMEOUT, MAX_TIMEOUT)
         self._clock = clock or time.monotonic
         self._sleep = sleep or time.sleep
         self._wall_clock = wall_clock or time.time
@@ -520,25 +838,24 @@ class ImdsClient:
     def scheduled_events_url(self):
         return self.url(SCHEDULED_EVENTS_PATH, {"api-version": self.api_version})
 
-    def get_scheduled_events(self):
-        """GET the Scheduled Events document. Returns ScheduledEvents."""
-        document = self._request("GET", SCHEDULED_EVENTS_PATH, {"api-version": self.api_version},
-                                 parse=parse_document)
-        return ScheduledEvents(document, self.api_version, url=self.scheduled_events_url())
+    def get_scheduled_events(self, deadline=None):
+        """GET the Scheduled Events document. Returns ScheduledEvents (see its warnings)."""
+        api_version = self.api_version
+        return self._request("GET", SCHEDULED_EVENTS_PATH, {"api-version": api_version}, deadline=deadline,
+                             parse=lambda body, url: ScheduledEvents(parse_document(body, url), api_version, url))
 
-    def approve(self, event_ids):
+    def approve(self, event_ids, deadline=None):
         """POST one request that starts every given event. Ids are echoed exactly as given."""
         event_ids = validate_event_ids(event_ids)
         if not event_ids:
             raise ImdsInputError("approve() needs at least one EventId.")
         body = json.dumps({"StartRequests": [{"EventId": e} for e in event_ids]})
-        self._request("POST", SCHEDULED_EVENTS_PATH, {"api-version": self.api_version}, body=body)
+        self._request("POST", SCHEDULED_EVENTS_PATH, {"api-version": self.api_version}, body=body, deadline=deadline)
 
-    def get_vm_name(self):
+    def get_vm_name(self, deadline=None):
         """This VM's name as Resources spells it (not the hostname: scale sets differ)."""
-        name = self._request("GET", VM_NAME_PATH, {"api-version": VM_NAME_API_VERSION, "format": "text"},
-                             parse=_parse_text)
-        return name
+        return self._request("GET", VM_NAME_PATH, {"api-version": VM_NAME_API_VERSION, "format": "text"},
+                             parse=_parse_text, deadline=deadline)
 
     def close(self):
         if self._connection is not None:
@@ -550,21 +867,24 @@ class ImdsClient:
     # -- transport -----------------------------------------------------------------------------
 
     def _make_connection(self, timeout):
-        cls = http_client.HTTPSConnection if self._scheme == "https" else http_client.HTTPConnection
+        cls = _HTTPSConnection if self._scheme == "https" else _HTTPConnection
         return cls(self._host, self._port, timeout=timeout)
 
-    def _send_once(self, method, path_and_query, body, read_timeout):
-        """One HTTP exchange. Returns _Response or raises a Failure-carrying _AttemptFailed."""
-        connect_timeout = min(self.connect_timeout, read_timeout)
+    def _send_once(self, method, path_and_query, body, deadline):
+        """One HTTP exchange within deadline. Returns _Response or raises a Failure-carrying _AttemptFailed."""
+        budget = deadline.remaining()
+        if budget <= 0:
+            raise _AttemptFailed(Failure(Failure.READ_TIMEOUT, "no time left for a request"))
         reused = self._connection is not None
         if not reused:
+            connect_timeout = min(self.connect_timeout, budget)
             conn = self._connection_factory(connect_timeout)
             try:
                 conn.connect()
             except socket.timeout:
                 conn.close()
                 raise _AttemptFailed(Failure(Failure.CONNECT, "connect timed out after %.1fs" % connect_timeout))
-            except (OSError, http_client.HTTPException) as exc:
+            except (OSError, http_client.HTTPException, UnicodeError) as exc:
                 conn.close()
                 raise _AttemptFailed(Failure(Failure.CONNECT, "connection failed: %s" % _describe_exc(exc)))
             self._connection = conn
@@ -573,47 +893,78 @@ class ImdsClient:
         if body is not None:
             headers["Content-Type"] = "application/json"
         try:
-            if conn.sock is not None:
-                conn.sock.settimeout(read_timeout)
+            self._arm(conn, deadline)
             conn.request(method, path_and_query, body=body, headers=headers)
-            if conn.sock is not None:
-                conn.sock.settimeout(read_timeout)
+            self._arm(conn, deadline)
             response = conn.getresponse()
-            data = response.read()
+            data = self._read_body(response, deadline)
             result = _Response(response.status, response.reason, response.getheaders(), data)
             if response.will_close:
                 self.close()
             return result
+        except _AttemptFailed:
+            self.close()
+            raise
         except socket.timeout:
             self.close()
-            raise _AttemptFailed(Failure(Failure.READ_TIMEOUT, "no answer within %.1fs" % read_timeout))
-        except (http_client.HTTPException, OSError) as exc:
+            raise _AttemptFailed(Failure(Failure.READ_TIMEOUT, "no complete answer within %.1fs" % budget))
+        except (http_client.HTTPException, OSError, ValueError) as exc:
+            # ValueError: http.client's own parsing of a mangled status line or header.
             self.close()
             stale = isinstance(exc, (http_client.RemoteDisconnected, BrokenPipeError, ConnectionResetError))
             if reused and stale and self.resend_on_stale_connection:
                 # A kept-alive connection the server closed meanwhile: not a failure, reconnect once.
-                return self._send_once(method, path_and_query, body, read_timeout)
+                return self._send_once(method, path_and_query, body, deadline)
             raise _AttemptFailed(Failure(Failure.DROPPED, "connection dropped mid-request: %s"
                                          % _describe_exc(exc)))
 
-    def _request(self, method, path, query, body=None, parse=None):
+    @staticmethod
+    def _arm(conn, deadline):
+        sock = conn.sock
+        if sock is None:
+            return
+        if isinstance(sock, _DeadlineSocketMixin):
+            sock.deadline = deadline
+        left = deadline.remaining()
+        if left <= 0:
+            raise socket.timeout("the request's deadline passed")
+        sock.settimeout(left)
+
+    @staticmethod
+    def _read_body(response, deadline):
+        """The body, read in chunks with the deadline checked before each, and refused past MAX_BODY_BYTES."""
+        declared = response.getheader("Content-Length") if hasattr(response, "getheader") else None
+        if declared is not None and declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise _AttemptFailed(_too_large("announced %s bytes" % declared.strip()))
+        chunks = []
+        size = 0
+        while True:
+            if deadline.expired():
+                raise socket.timeout("the request's deadline passed")
+            chunk = response.read(min(65536, MAX_BODY_BYTES + 1 - size))
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise _AttemptFailed(_too_large("sent more than %d bytes" % MAX_BODY_BYTES))
+            chunks.append(chunk)
+
+    def _request(self, method, path, query, body=None, parse=None, deadline=None):
         url = self.url(path, query)
         path_and_query = self._prefix + path + "?" + urlencode(query)
         start = self._clock()
-        deadline = start + self.retry_timeout
+        outer = deadline if deadline is not None else Deadline(MAX_TIMEOUT * 2, self._clock)
+        retries_until = outer.sooner(self.retry_timeout)
+        budget_name = "retry_timeout" if deadline is None or retries_until.end < deadline.end else "the deadline"
         first_seen = {}
         attempts = {}
         self.last_failures = []
         attempt_no = 0
         while True:
             attempt_no += 1
-            now = self._clock()
-            if attempt_no == 1:
-                read_timeout = self.request_timeout
-            else:
-                read_timeout = min(self.request_timeout, max(deadline - now, 0.001))
+            attempt_deadline = (outer if attempt_no == 1 else retries_until).sooner(self.request_timeout)
             try:
-                response = self._send_once(method, path_and_query, body, read_timeout)
+                response = self._send_once(method, path_and_query, body, attempt_deadline)
                 failure = self._classify(response, url)
                 if failure is None:
                     if parse is None:
@@ -637,9 +988,10 @@ class ImdsClient:
             delay = self._policy.delay(rule, attempts[key], failure.retry_after)
             if rule.window is not None:
                 delay = min(delay, max(0.0, first_seen[key] + rule.window - now))
-            if now + delay >= deadline:
+            left = retries_until.remaining()
+            if delay >= left:
                 # The next attempt could not start before the deadline: fail now, not after a sleep.
-                raise self._timeout_error(method, url, failure, now - start)
+                raise self._timeout_error(method, url, failure, now - start, left, budget_name)
             self._sleep(delay)
 
     def _classify(self, response, url):
@@ -657,6 +1009,12 @@ class ImdsClient:
     # -- messages ------------------------------------------------------------------------------
 
     def _final_error(self, method, url, failure, gave_up_after=None):
+        if failure.kind == Failure.TOO_LARGE:
+            return ImdsResponseError(
+                "%s %s: the answer is too large (%s; the cap is %d bytes). A Scheduled Events document is a "
+                "few KiB, so this is not IMDS." % (method, url, failure.detail, MAX_BODY_BYTES),
+                url=url, status=failure.status,
+                hint="Check that imds_url points at IMDS (or the mock) and that no proxy answers in its place.")
         if failure.kind == Failure.CONNECT:
             return ImdsUnavailableError(
                 "no Instance Metadata Service at %s: is this an Azure VM? (%s%s)"
@@ -690,7 +1048,7 @@ class ImdsClient:
             "%s %s failed with HTTP %s%s." % (method, url, status, detail),
             url=url, status=status, imds_error=failure.imds_error, hint=hint)
 
-    def _timeout_error(self, method, url, failure, elapsed):
+    def _timeout_error(self, method, url, failure, elapsed, left, budget_name):
         if failure.kind == Failure.CONNECT:
             return self._final_error(method, url, failure, gave_up_after=elapsed)
         hint = "Raise retry_timeout to wait longer."
@@ -704,10 +1062,15 @@ class ImdsClient:
                     "itself on; raise request_timeout and retry_timeout.")
         elif failure.kind == Failure.BAD_BODY:
             hint = "IMDS kept answering 200 without a readable document; this is transient on Azure, try again."
-        return ImdsTimeoutError(
-            "%s %s did not succeed within retry_timeout (%.1fs elapsed, %d attempts); last failure: %s."
-            % (method, url, elapsed, len(self.last_failures), failure.describe()),
-            url=url, status=failure.status, imds_error=failure.imds_error, hint=hint)
+        if failure.retry_after is not None and min(failure.retry_after, RETRY_AFTER_CAP) >= left:
+            capped = "" if failure.retry_after <= RETRY_AFTER_CAP else " (capped at %gs)" % RETRY_AFTER_CAP
+            text = ("%s %s: IMDS asked to retry after %gs%s but only %.1fs of %s were left; last failure: %s."
+                    % (method, url, round(failure.retry_after, 1), capped, left, budget_name, failure.describe()))
+        else:
+            text = ("%s %s did not succeed within %s (%.1fs elapsed, %d attempt%s); last failure: %s."
+                    % (method, url, budget_name, elapsed, len(self.last_failures),
+                       "" if len(self.last_failures) == 1 else "s", failure.describe()))
+        return ImdsTimeoutError(text, url=url, status=failure.status, imds_error=failure.imds_error, hint=hint)
 
 
 class _AttemptFailed(Exception):
@@ -719,6 +1082,10 @@ class _AttemptFailed(Exception):
 def _describe_exc(exc):
     text = str(exc) or exc.__class__.__name__
     return "%s (%s)" % (text, exc.__class__.__name__) if str(exc) else text
+
+
+def _too_large(detail):
+    return Failure(Failure.TOO_LARGE, detail, status=200)
 
 
 def _parse_text(body, url=None):

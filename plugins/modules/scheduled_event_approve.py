@@ -231,6 +231,7 @@ def approve(module, client, runtime):
     params = module.params
     name = _events.resource_name(module, client, needed_by=needs_name(params))
     scheduled = client.get_scheduled_events()
+    _events.report_unreadable(module, scheduled)
     wanted = params["event_ids"] or []
     missing = [event_id for event_id in wanted if scheduled.find(event_id) is None]
     if missing and params["fail_on_missing"]:

@@ -289,6 +289,7 @@ def read(module, client, runtime):
         scheduled, watched, polls = watch.events, watch.watched, watch.polls
     else:
         scheduled, watched, polls = client.get_scheduled_events(), 0.0, 1
+    _events.report_unreadable(module, scheduled)
     selected = _imds.select_events(scheduled.events, resource_name=name, this_host_only=params["this_host_only"],
                                    **_options.filter_kwargs(params))
     module.exit_json(

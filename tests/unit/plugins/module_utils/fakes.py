@@ -48,8 +48,16 @@ class FakeResponse:
         self._headers = headers
         self.will_close = False
 
-    def read(self):
-        return self._body
+    def read(self, amt=None):
+        size = len(self._body) if amt is None else amt
+        chunk, self._body = self._body[:size], self._body[size:]
+        return chunk
+
+    def getheader(self, name, default=None):
+        for key, value in self._headers:
+            if key.lower() == name.lower():
+                return value
+        return default
 
     def getheaders(self):
         return list(self._headers)

@@ -151,12 +151,16 @@ def test_published_live_migration_documents_normalise():
     assert preempt.events[0]["duration_in_seconds"] is None and preempt.events[0]["description"] == ""
 
 
-@pytest.mark.parametrize("body", [b"", b"null", b"{}", b"{\"Events\": {}}", b"{\"Events\": [1]}"])
+@pytest.mark.parametrize("body", [b"", b"null", b"{}", b"{\"Events\": {}}", b"[[[[[[[[" * 200000])
 def test_parse_document_refuses_what_is_not_a_document(body):
     with pytest.raises(_imds.ImdsResponseError):
         _imds.parse_document(body, url="http://127.0.0.1:9/x")
 
 
-def test_unreadable_not_before_in_a_document_is_a_typed_error():
-    with pytest.raises(_imds.ImdsResponseError, match="'next tuesday'"):
-        _imds.ScheduledEvents({"DocumentIncarnation": 1, "Events": [dict(FULL, NotBefore="next tuesday")]})
+def test_unreadable_not_before_is_read_as_null_with_a_warning_naming_event_and_field():
+    scheduled = _imds.ScheduledEvents({"DocumentIncarnation": 1, "Events": [dict(FULL, NotBefore="next tuesday")]})
+    assert scheduled.events[0]["not_before"] is None
+    assert scheduled.events[0]["event_id"] == FULL["EventId"]
+    assert len(scheduled.warnings) == 1
+    assert scheduled.warnings[0].startswith("event #1 (EventId %s): NotBefore" % FULL["EventId"])
+    assert "'next tuesday'" in scheduled.warnings[0]

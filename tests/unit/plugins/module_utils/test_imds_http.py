@@ -95,7 +95,7 @@ def test_read_timeout_is_the_request_timeout_not_the_connect_timeout(mock):
     client = client_for(mock.url, request_timeout=0.3, retry_timeout=0)
     with pytest.raises(_imds.ImdsTimeoutError) as info:
         client.get_scheduled_events()
-    assert "no answer within 0.3s" in str(info.value)
+    assert "no complete answer within 0.3s" in str(info.value)
     assert "2 minutes" in str(info.value)  # the hint about the slow first call
 
 

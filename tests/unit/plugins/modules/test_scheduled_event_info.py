@@ -189,10 +189,13 @@ def test_vm_name_404_fails_when_this_host_only_needs_it():
     assert "this_host_only needs this VM's name" in outcome.result["msg"]
 
 
-def test_unreadable_not_before_fails_without_a_traceback():
+def test_unreadable_not_before_is_a_warning_and_the_event_is_still_reported():
     odd = dict(REBOOT, NotBefore="next Tuesday")
     outcome = run({"resource_name": "web_0"}, [doc_answer(odd)])
-    assert outcome.failed and "'next Tuesday'" in outcome.result["msg"]
+    assert not outcome.failed
+    assert [e["event_id"] for e in outcome.result["events"]] == [REBOOT["EventId"]]
+    assert outcome.result["events"][0]["not_before"] is None
+    assert any("NotBefore" in w and "'next Tuesday'" in w for w in outcome.warnings), outcome.warnings
 
 
 @pytest.mark.parametrize("args, text", [
@@ -312,8 +315,11 @@ def test_examples_run_against_the_mock(tmp_path):
     assert any("/metadata/scheduledevents" in r["path"] for r in audit["requests"])
 
 
-def test_unreadable_not_before_fails_with_a_message_not_a_traceback():
-    outcome = run({"resource_name": "vm0"}, [doc_answer(raw_event(A, not_before="next tuesday"))])
-    assert outcome.failed
-    assert "cannot read" in outcome.result["msg"] and "'next tuesday'" in outcome.result["msg"]
-    assert outcome.result["status"] == 200
+def test_unreadable_not_before_beside_a_healthy_event_leaves_the_healthy_one_whole():
+    outcome = run({"resource_name": "vm0"}, [doc_answer(raw_event(A, not_before="next tuesday"), raw_event(B))])
+    assert not outcome.failed
+    by_id = dict((e["event_id"], e) for e in outcome.result["events"])
+    assert by_id[A]["not_before"] is None and by_id[B]["not_before"] is not None
+    assert [w for w in outcome.warnings if "NotBefore" in w] == [
+        "Scheduled Events document (incarnation 1): event #1 (EventId %s): NotBefore is unreadable: NotBefore 'next tuesday' is not a date in RFC 1123 or "
+        "ISO 8601 (neither RFC 1123 nor ISO 8601); read as null." % A]
