@@ -27,9 +27,11 @@ display = Display()
 
 INFO_MODULE = "azure_imds.scheduled_events.scheduled_event_info"
 
-# IMDS allows 5 requests per second per VM across every caller on that VM.
-MIN_SLEEP = 0.2
-
+# The default covers a Reboot from its announcement to its end (15 minutes of notice, then about
+# 10 minutes Started).
+DEFAULT_TIMEOUT = 1800.0
+# Microsoft recommends polling once a second.
+DEFAULT_SLEEP = 1.0
 
 def argument_spec():
     """Options of plugins/modules/scheduled_event_wait.py DOCUMENTATION (a unit test keeps them equal)."""
@@ -40,9 +42,9 @@ def argument_spec():
         state=dict(type="str", choices=list(_wait_state.STATES)),
         condition=dict(type="str"),
         since_incarnation=dict(type="int"),
-        timeout=dict(type="float", default=1800.0),
+        timeout=dict(type="float", default=DEFAULT_TIMEOUT),
         delay=dict(type="float", default=0.0),
-        sleep=dict(type="float", default=1.0),
+        sleep=dict(type="float", default=DEFAULT_SLEEP),
         msg=dict(type="str"),
     )
     return spec
@@ -52,16 +54,13 @@ def argument_spec():
 PASSED_OPTIONS = ("imds_url", "api_version", "resource_name", "this_host_only") + _options.FILTER_NAMES
 
 
-def check_times(args):
-    if args["timeout"] < 0:
-        raise _wait_state.WaitInputError("timeout is %s; give the number of seconds to wait, 0 or more." % args["timeout"])
-    if args["delay"] < 0:
-        raise _wait_state.WaitInputError("delay is %s; give the seconds to wait before the first read, 0 or more."
-                                         % args["delay"])
-    if args["sleep"] < MIN_SLEEP:
-        raise _wait_state.WaitInputError(
-            "sleep is %s; use %s seconds or more: IMDS allows 5 requests per second per VM across every caller, "
-            "and Microsoft recommends polling once a second." % (args["sleep"], MIN_SLEEP))
+def check_options(args, raw):
+    """Every value the task gives, checked once here; returns the filter warnings."""
+    _options.check_numbers(args, raw)
+    warnings = _options.check_filters(args)
+    if args["imds_url"]:
+        _imds.check_base_url(args["imds_url"])
+    return warnings
 
 
 class _ModuleRun:
@@ -103,10 +102,7 @@ class ActionModule(ActionBase):
 
         dummy, args = self.validate_argument_spec(argument_spec=argument_spec())
         try:
-            warnings = _options.check_filters(args)
-            if args["imds_url"]:
-                _imds.validate_base_url(args["imds_url"])
-            check_times(args)
+            warnings = check_options(args, self._task.args)
             condition = None
             if args["condition"] is not None:
                 condition = _wait_state.Condition(args["condition"])

@@ -37,6 +37,7 @@ def run(module, execute, runtime=None):
     runtime = runtime or Runtime()
     client = None
     try:
+        _options.check_numbers(module.params, _options.raw_module_args())
         for warning in _options.check_filters(module.params):
             module.warn(warning)
         client = runtime.client(module.params)

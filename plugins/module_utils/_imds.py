@@ -143,6 +143,10 @@ class ImdsResponseError(ImdsError):
     """IMDS answered 200 with a document this client cannot read."""
 
 
+class ImdsTooLargeError(ImdsResponseError):
+    """The answer passed MAX_BODY_BYTES: not a Scheduled Events document, and not retried."""
+
+
 class ImdsInputError(ValueError):
     """The caller passed a value this client cannot use (bad URL, api-version, EventId)."""
 
@@ -151,7 +155,7 @@ class ImdsInputError(ValueError):
 # Values at the edge: numbers and deadlines
 # --------------------------------------------------------------------------------------------
 
-def _number_text(value):
+def format_number(value):
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return "%d" % value
     return "%s" % (value,)
@@ -166,11 +170,11 @@ def check_number(value, name, minimum=None, maximum=None, integer=False, allow_n
     if value is None and allow_none:
         return None
     if minimum is not None and maximum is not None:
-        wanted = "from %s to %s" % (_number_text(minimum), _number_text(maximum))
+        wanted = "from %s to %s" % (format_number(minimum), format_number(maximum))
     elif minimum is not None:
-        wanted = "of at least %s" % _number_text(minimum)
+        wanted = "of at least %s" % format_number(minimum)
     elif maximum is not None:
-        wanted = "of at most %s" % _number_text(maximum)
+        wanted = "of at most %s" % format_number(maximum)
     else:
         wanted = "that is finite"
     kind = "a whole number" if integer else "a number"
@@ -197,14 +201,17 @@ def _short_repr(value, limit=80):
 class Deadline:
     """A monotonic end time. Every blocking call takes one, so one budget bounds a whole operation."""
 
-    def __init__(self, seconds, clock=None):
+    def __init__(self, seconds, clock=None, name="the deadline"):
         self._clock = clock or time.monotonic
-        self.end = self._clock() + check_number(seconds, "deadline", minimum=0)
+        #: What the deadline is called in messages, such as the option it comes from ("max_wait").
+        self.name = name
+        self.end = self._clock() + check_number(seconds, name, minimum=0)
 
     @classmethod
-    def _at(cls, end, clock):
+    def _at(cls, end, clock, name):
         deadline = cls.__new__(cls)
         deadline._clock = clock
+        deadline.name = name
         deadline.end = end
         return deadline
 
@@ -218,7 +225,7 @@ class Deadline:
     def sooner(self, seconds):
         """The earlier of this deadline and now + seconds (on the same clock)."""
         seconds = check_number(seconds, "deadline", minimum=0)
-        return Deadline._at(min(self.end, self._clock() + seconds), self._clock)
+        return Deadline._at(min(self.end, self._clock() + seconds), self._clock, self.name)
 
     def __repr__(self):
         return "Deadline(%.3fs left)" % self.remaining()
@@ -955,7 +962,7 @@ class ImdsClient:
         start = self._clock()
         outer = deadline if deadline is not None else Deadline(MAX_TIMEOUT * 2, self._clock)
         retries_until = outer.sooner(self.retry_timeout)
-        budget_name = "retry_timeout" if deadline is None or retries_until.end < deadline.end else "the deadline"
+        budget_name = "retry_timeout" if deadline is None or retries_until.end < deadline.end else deadline.name
         first_seen = {}
         attempts = {}
         self.last_failures = []
@@ -1010,7 +1017,7 @@ class ImdsClient:
 
     def _final_error(self, method, url, failure, gave_up_after=None):
         if failure.kind == Failure.TOO_LARGE:
-            return ImdsResponseError(
+            return ImdsTooLargeError(
                 "%s %s: the answer is too large (%s; the cap is %d bytes). A Scheduled Events document is a "
                 "few KiB, so this is not IMDS." % (method, url, failure.detail, MAX_BODY_BYTES),
                 url=url, status=failure.status,
@@ -1108,13 +1115,20 @@ def _hint_for_400(imds_error):
 
 
 def client_from_options(options, **overrides):
-    """Build a client from the shared option names (as modules, the plugin and the watcher use)."""
+    """Build a client from the shared option names (as modules, the plugin and the watcher use).
+
+    An option left out (None) takes its default; any other value, 0 included, goes to the
+    constructor, which refuses what is out of range.
+    """
+    def given(name, default):
+        value = options.get(name)
+        return default if value is None else value
+
     kwargs = dict(
         base_url=options.get("imds_url"),
-        api_version=options.get("api_version") or DEFAULT_API_VERSION,
-        request_timeout=options.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT,
-        retry_timeout=(DEFAULT_RETRY_TIMEOUT if options.get("retry_timeout") is None
-                       else options.get("retry_timeout")),
+        api_version=given("api_version", DEFAULT_API_VERSION),
+        request_timeout=given("request_timeout", DEFAULT_REQUEST_TIMEOUT),
+        retry_timeout=given("retry_timeout", DEFAULT_RETRY_TIMEOUT),
     )
     kwargs.update(overrides)
     return ImdsClient(**kwargs)
@@ -1123,11 +1137,6 @@ def client_from_options(options, **overrides):
 # --------------------------------------------------------------------------------------------
 # Watching for a new document (scheduled_event_info's changed_since / max_wait)
 # --------------------------------------------------------------------------------------------
-
-# A poll made when the deadline is (almost) reached still needs a moment to be answered; IMDS
-# answers in milliseconds, so this bounds how far a watch can overrun its max_wait.
-WATCH_MIN_READ_TIMEOUT = 1.0
-
 
 class WatchResult:
     def __init__(self, events, watched, polls):
@@ -1144,47 +1153,42 @@ def _worth_another_poll(exc, have_document):
         return True
     if isinstance(exc, ImdsHttpError):
         return exc.status == 404  # early in boot
-    return isinstance(exc, (ImdsTimeoutError, ImdsResponseError))
+    return isinstance(exc, (ImdsTimeoutError, ImdsResponseError)) and not isinstance(exc, ImdsTooLargeError)
 
 
 def watch_document(client, changed_since, max_wait, poll_interval, clock=None, sleep=None):
     """Poll until DocumentIncarnation differs from changed_since or max_wait seconds pass.
 
-    One monotonic deadline bounds the whole watch: each poll's retry_timeout and request_timeout
-    are clamped to the time left, and each sleep to the time left. Returns WatchResult with the
-    last document read; raises the last error only when no document was read at all.
+    One Deadline of max_wait seconds bounds the whole watch: it is passed to every poll (which
+    keeps the client's own request_timeout and retry_timeout within it) and bounds every sleep.
+    Returns WatchResult with the last document read; raises the last error only when no document
+    was read at all.
     """
     clock = clock or time.monotonic
     sleep = sleep or time.sleep
-    if poll_interval <= 0:
-        raise ImdsInputError("poll_interval must be a positive number of seconds, got %r." % (poll_interval,))
+    changed_since = check_number(changed_since, "changed_since", 0, MAX_INCARNATION, integer=True, unit=None)
+    poll_interval = check_number(poll_interval, "poll_interval", MIN_POLL_INTERVAL, MAX_TIMEOUT)
     start = clock()
-    deadline = start + max(0.0, max_wait)
-    saved = (client.retry_timeout, client.request_timeout)
+    deadline = Deadline(check_number(max_wait, "max_wait", 0.0, MAX_TIMEOUT), clock, name="max_wait")
     events = None
     last_error = None
     polls = 0
-    try:
-        while True:
-            left = deadline - clock()
-            client.retry_timeout = min(saved[0], max(0.0, left))
-            client.request_timeout = min(saved[1], max(WATCH_MIN_READ_TIMEOUT, left))
-            polls += 1
-            try:
-                events = client.get_scheduled_events()
-                last_error = None
-                if events.incarnation != changed_since:
-                    break
-            except ImdsError as exc:
-                if not _worth_another_poll(exc, events is not None):
-                    raise
-                last_error = exc
-            left = deadline - clock()
-            if left <= 0:
+    while True:
+        polls += 1
+        try:
+            events = client.get_scheduled_events(deadline=deadline)
+            last_error = None
+            if events.incarnation != changed_since:
                 break
-            sleep(min(poll_interval, left))
-    finally:
-        client.retry_timeout, client.request_timeout = saved
+        except ImdsError as exc:
+            if not _worth_another_poll(exc, events is not None):
+                raise
+            last_error = exc
+        if deadline.expired():
+            break
+        sleep(min(poll_interval, deadline.remaining()))
+        if deadline.expired():
+            break
     if events is None:
         raise last_error
     return WatchResult(events, clock() - start, polls)

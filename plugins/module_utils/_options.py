@@ -38,6 +38,50 @@ def filter_argument_spec():
 FILTER_NAMES = tuple(filter_argument_spec())
 
 
+# The range of every numeric option of the modules and of scheduled_event_wait: (minimum, maximum,
+# whole number?). The documentation states each range; a unit test keeps the two equal.
+NUMBER_RANGES = {
+    "request_timeout": (_imds.MIN_REQUEST_TIMEOUT, _imds.MAX_TIMEOUT, False),
+    "retry_timeout": (0.0, _imds.MAX_TIMEOUT, False),
+    "max_wait": (0.0, _imds.MAX_TIMEOUT, False),
+    "poll_interval": (_imds.MIN_POLL_INTERVAL, _imds.MAX_TIMEOUT, False),
+    "changed_since": (0, _imds.MAX_INCARNATION, True),
+    "timeout": (0.0, _imds.MAX_TIMEOUT, False),
+    "delay": (0.0, _imds.MAX_TIMEOUT, False),
+    "sleep": (_imds.MIN_POLL_INTERVAL, _imds.MAX_TIMEOUT, False),
+    "since_incarnation": (0, _imds.MAX_INCARNATION, True),
+}
+
+
+def check_numbers(params, raw=None):
+    """Check every numeric option in params once, where it enters; params gets the checked values.
+
+    raw holds the options as the user gave them, before Ansible's type conversion, which turns
+    true into 1.0: a bool or a non-ASCII string given for a number is refused from there.
+    """
+    raw = raw or {}
+    for name, (minimum, maximum, integer) in NUMBER_RANGES.items():
+        if name not in params:
+            continue
+        given = raw.get(name, params[name])
+        unit = None if integer else "seconds"
+        if isinstance(given, bool) or (isinstance(given, str) and not _plain_number_text(given)):
+            _imds.check_number(given, name, minimum, maximum, integer=integer, unit=unit)
+        params[name] = _imds.check_number(params[name], name, minimum, maximum, integer=integer,
+                                          allow_none=True, unit=unit)
+
+
+def _plain_number_text(text):
+    return all(c in "0123456789+-.eE_ " for c in text)
+
+
+def range_text(name):
+    """How the documentation states the range of a numeric option (a unit test compares)."""
+    minimum, maximum, integer = NUMBER_RANGES[name]
+    return "A %s from %s to %s." % ("whole number" if integer else "number of seconds",
+                                    _imds.format_number(minimum), _imds.format_number(maximum))
+
+
 def check_filters(params):
     """Validate filter values. Returns warnings; raises _imds.ImdsInputError on bad values."""
     warnings = []
@@ -61,6 +105,16 @@ def check_filters(params):
 def filter_kwargs(params):
     """The filter options as keyword arguments of _imds.select_events()."""
     return dict((name, params.get(name)) for name in FILTER_NAMES)
+
+
+def raw_module_args():
+    """The module's options as the controller sent them, before type conversion ({} when unknown)."""
+    try:
+        from ansible.module_utils.basic import _load_params  # pylint: disable=import-outside-toplevel
+        return dict(_load_params())
+    except Exception:  # pylint: disable=broad-exception-caught
+        # Only the refusal of a bool given for a number depends on it; the range checks do not.
+        return {}
 
 
 def client_from_params(params, **overrides):

@@ -32,8 +32,6 @@ DEFAULT_STATE = "absent"
 # only matters for noticing a vanished connection sooner, which the host's own failure reports.
 CHUNK_SECONDS = 120.0
 
-# The IMDS client refuses a request timeout of zero; this is the least a clamped request gets.
-MIN_REQUEST_TIMEOUT = 1.0
 
 WATCH_OPTIONS = ("changed_since", "max_wait", "poll_interval")
 
@@ -224,7 +222,8 @@ class Waiter:
         if resource_name and not args.get("resource_name"):
             args["resource_name"] = resource_name
         left = max(0.0, time_left)
-        args["request_timeout"] = max(MIN_REQUEST_TIMEOUT, min(self.request_timeout, left))
+        # The one deadline of the wait, crossing to the host as the module's own limits.
+        args["request_timeout"] = max(_imds.MIN_REQUEST_TIMEOUT, min(self.request_timeout, left))
         args["retry_timeout"] = min(self.retry_timeout, left)
         if snapshot is not None:
             args["changed_since"] = snapshot.incarnation
@@ -235,17 +234,18 @@ class Waiter:
     def run(self):
         outcome = Outcome()
         start = self._clock()
-        deadline = start + self.timeout
+        deadline = _imds.Deadline(self.timeout, self._clock, name="timeout")
         resource_name = None
         if self.delay > 0:
-            self._sleep(min(self.delay, self.timeout))
+            self._sleep(min(self.delay, deadline.remaining()))
         while True:
             began = self._clock()
-            if outcome.runs and began >= deadline:
+            if outcome.runs and deadline.expired():
                 break
-            args = self.module_args(outcome.snapshot, deadline - began, resource_name)
+            left = deadline.remaining()
+            args = self.module_args(outcome.snapshot, left, resource_name)
             self._log("run %d of the info module with %s" % (outcome.runs + 1, _short(args)))
-            result = self._run_module(args, deadline - began) or {}
+            result = self._run_module(args, left) or {}
             outcome.runs += 1
             outcome.polls += _polls_of(result)
             for warning in result.get("warnings") or []:
@@ -275,15 +275,14 @@ class Waiter:
                 if self.goal.reached(snapshot):
                     outcome.reached = True
                     break
-                now = self._clock()
-                if unchanged and now - began < self.sleep and now < deadline:
+                spent = self._clock() - began
+                if unchanged and spent < self.sleep and not deadline.expired():
                     # A watch is meant to return on a change or after max_wait; one that returned early
                     # with the same document would otherwise turn this loop into a busy one.
-                    self._sleep(min(self.sleep - (now - began), deadline - now))
+                    self._sleep(min(self.sleep - spent, deadline.remaining()))
                 continue
-            now = self._clock()
-            if now < deadline:
-                self._sleep(min(self.sleep, deadline - now))
+            if not deadline.expired():
+                self._sleep(min(self.sleep, deadline.remaining()))
         outcome.elapsed = self._clock() - start
         return outcome
 
@@ -291,12 +290,12 @@ class Waiter:
 def run_patience(module_args, time_left, grace=ANSWER_GRACE):
     """Seconds to wait for the answer of a run started with module_args before resetting the connection.
 
-    A watch ends on the host within about a second of max_wait (the last read gets at least one
-    second); a plain read is bounded only by the deadline.
+    A watch ends on the host by its max_wait (every read of it shares that one deadline); a plain
+    read is bounded only by the time left.
     """
     expected = time_left
     if "max_wait" in module_args:
-        expected = min(module_args["max_wait"] + _imds.WATCH_MIN_READ_TIMEOUT, time_left)
+        expected = min(module_args["max_wait"], time_left)
     return max(0.0, expected) + grace
 
 
@@ -310,11 +309,23 @@ def _polls_of(result):
 def _message_of(result):
     if result.get("skipped"):
         return "the info module was skipped: %s" % (result.get("msg") or "no reason given")
-    message = result.get("msg") or result.get("exception") or result.get("module_stderr")
+    message = result.get("msg") or _exception_text(result.get("exception")) or result.get("module_stderr")
     if not message and not isinstance(result.get("document"), dict):
         message = ("the info module returned no Scheduled Events document; is the scheduled_event_info module "
                    "of this collection older than this action plugin?")
     return " ".join(str(message or "unknown error").split())
+
+
+def _exception_text(exception):
+    """A module's exception as text. ansible-core 2.19 reports it as an error summary object, whose
+    repr is no message for a user: take the message it carries."""
+    if exception is None or isinstance(exception, str):
+        return exception
+    event = getattr(exception, "event", None)
+    message = getattr(event, "msg", None) or getattr(exception, "msg", None)
+    if isinstance(message, str) and message.strip():
+        return "the info module failed: %s" % message
+    return "the info module failed with an error it did not describe (%s)" % type(exception).__name__
 
 
 def _short(args):

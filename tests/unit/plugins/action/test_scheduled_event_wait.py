@@ -293,9 +293,9 @@ def test_a_module_failure_mid_wait_is_retried():
     ({"event_ids": ["1234"]}, "not an EventId"),
     ({"since_incarnation": 3}, "since_incarnation applies only to state=changed"),
     ({"state": "absent", "since_incarnation": 3}, "since_incarnation applies only to state=changed"),
-    ({"sleep": 0.1}, "sleep is 0.1; use 0.2 seconds or more"),
-    ({"timeout": -1}, "timeout is -1.0"),
-    ({"delay": -2}, "delay is -2.0"),
+    ({"sleep": 0.1}, r"sleep must be a number from 0.2 to 86400 \(seconds\), got 0.1\."),
+    ({"timeout": -1}, r"timeout must be a number from 0 to 86400 \(seconds\), got -1.0\."),
+    ({"delay": -2}, r"delay must be a number from 0 to 86400 \(seconds\), got -2.0\."),
     ({"imds_url": "ftp://127.0.0.1/"}, "is not an http:// URL"),
     ({"state": "gone"}, "value of state must be one of"),
     ({"timout": 5}, "Unsupported parameters for \\(%s\\) module: timout" % FQCN),
@@ -355,13 +355,13 @@ def test_a_run_that_hangs_is_given_up_after_its_grace_and_the_wait_resumes_after
     assert not result.get("failed"), result
     watch_args = harness.calls[1][1]
     assert watch_args["max_wait"] == 120.0
-    # The first wait for the hanging run: its own 120 s plus a second, plus the grace.
-    assert harness.joins[1] == (120.0 + 1.0 + _wait_state.ANSWER_GRACE, False)
+    # The first wait for the hanging run: its own 120 s, plus the grace.
+    assert harness.joins[1] == (120.0 + _wait_state.ANSWER_GRACE, False)
     assert connection.resets >= 1, "the reset is what ends a hung session"
     # The next call collects the overdue run (a lost connection), then a new run reads the document.
     assert harness.joins[2][1] is True and len(harness.calls) == 3
     assert result["document_incarnation"] == 3
-    assert result["elapsed"] == pytest.approx(0.2 + 151.0 + 1.0 + 1.0 + 0.5)
+    assert result["elapsed"] == pytest.approx(0.2 + 150.0 + 1.0 + 1.0 + 0.5)
 
 
 def test_a_hang_at_the_deadline_ends_the_wait_after_the_grace_not_later():

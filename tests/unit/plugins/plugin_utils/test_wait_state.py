@@ -7,6 +7,7 @@ here sleeps for real.
 import jmespath
 import pytest
 
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
 from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils import _wait_state
 from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils._wait_state import (
     Condition, Goal, Waiter, WaitInputError)
@@ -273,7 +274,7 @@ def test_timeout_of_zero_still_reads_once():
     outcome = waiter.run()
     assert not outcome.reached and outcome.runs == 1
     assert module.calls[0][0]["retry_timeout"] == 0.0
-    assert module.calls[0][0]["request_timeout"] == _wait_state.MIN_REQUEST_TIMEOUT
+    assert module.calls[0][0]["request_timeout"] == _imds.MIN_REQUEST_TIMEOUT
 
 
 def test_delay_is_slept_first_and_counts_against_the_timeout():
@@ -382,8 +383,14 @@ def test_every_run_gets_timeouts_and_max_wait_cut_to_the_time_left():
     assert third["max_wait"] == pytest.approx(39.5)
     assert third["request_timeout"] == pytest.approx(39.5) and third["retry_timeout"] == pytest.approx(39.5)
     assert fourth["max_wait"] == pytest.approx(0.5) and fourth["retry_timeout"] == pytest.approx(0.5)
-    assert fourth["request_timeout"] == _wait_state.MIN_REQUEST_TIMEOUT, "a request never gets a zero timeout"
+    assert fourth["request_timeout"] == pytest.approx(0.5)
     assert [round(c[1], 3) for c in module.calls] == [100.0, 99.5, 39.5, 0.5]
+
+
+def test_a_request_timeout_never_goes_below_what_the_module_accepts():
+    waiter = make([], timeout=100)[0]
+    args = waiter.module_args(None, 0.01)
+    assert args["request_timeout"] == _imds.MIN_REQUEST_TIMEOUT and args["retry_timeout"] == pytest.approx(0.01)
 
 
 def test_a_given_resource_name_is_kept_over_the_learned_one():
@@ -393,8 +400,8 @@ def test_a_given_resource_name_is_kept_over_the_learned_one():
     assert module.calls[1][0]["resource_name"] == "web_1" and "imds_url" not in module.calls[1][0]
 
 
-def test_patience_for_a_watch_is_its_max_wait_and_a_second_plus_the_grace():
-    assert _wait_state.run_patience({"max_wait": 60.0}, 300.0, grace=30.0) == 91.0
+def test_patience_for_a_watch_is_its_max_wait_plus_the_grace():
+    assert _wait_state.run_patience({"max_wait": 60.0}, 300.0, grace=30.0) == 90.0
     assert _wait_state.run_patience({"max_wait": 60.0}, 20.0, grace=30.0) == 50.0
 
 
