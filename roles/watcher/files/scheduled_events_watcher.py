@@ -18,11 +18,13 @@ import argparse
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import traceback
 
 _HERE = os.path.dirname(os.path.realpath(__file__))
 if _HERE not in sys.path:
@@ -39,17 +41,28 @@ if __name__ == "__main__":
     sys.modules.setdefault("ssl", None)
 
 import _imds  # noqa: E402  pylint: disable=wrong-import-position
-from watcher_config import DEFAULT_CONFIG_PATH, ConfigError, check_config, load_config  # noqa: E402
-from watcher_decisions import Planner, approval_policy, describe, event_key  # noqa: E402
+import watcher_processes  # noqa: E402  pylint: disable=wrong-import-position
+from watcher_config import (DEFAULT_CONFIG_PATH, ConfigError, check_config, load_config,  # noqa: E402
+                            stop_timeout)
+from watcher_decisions import Planner, approval_policy, check_record, describe, event_key  # noqa: E402
 from watcher_handlers import PhaseRunner  # noqa: E402
 from watcher_state import StateError, StateStore  # noqa: E402
 
 PROGRAM = "azure-imds-watcher"
 CONFIG_ENV_VAR = "AZURE_IMDS_WATCHER_CONFIG"
+# 0: done, or stopped by a signal. 1: a failure (run --once whose poll failed, status without
+# IMDS, an internal error of a command). 2: a configuration or usage error: restarting cannot fix
+# it, so the unit does not (RestartPreventExitStatus=2).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# The longest the loop ever waits between two attempts, whatever the retry table or a
+# Retry-After says: a Preempt gives 30 s of notice, and one request every 10 s is far below the
+# rate limit of 5 a second.
+MAX_BACKOFF = 10.0
 # IMDS errors the client does not retry (400, 404, redirects) still must not stop the daemon: it
-# keeps polling, backing off to once a minute.
-NOT_RETRIED = _imds.RetryRule("an error the client does not retry", base=1.0, cap=60.0)
+# keeps polling, backing off to MAX_BACKOFF.
+NOT_RETRIED = _imds.RetryRule("an error the client does not retry", base=1.0, cap=MAX_BACKOFF)
+# An unexpected error inside one loop iteration (a bug, a full disk): logged, then the same backoff.
+INTERNAL = _imds.RetryRule("an internal error", base=1.0, cap=MAX_BACKOFF)
 FAILURE_REMINDER_SECONDS = 60.0
 
 
@@ -69,9 +82,23 @@ def under_journald(stream, environ=None):
     return value == "%d:%d" % (st.st_dev, st.st_ino)
 
 
+# Line breaks of any kind and every other control character: from IMDS fields or handler output
+# they could otherwise forge a log line (or a journald priority, or a terminal escape).
+_UNPRINTABLE_RE = re.compile(u"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_text(text):
+    """text with every control character written as \\xNN or \\uNNNN, so it stays on one line."""
+    def escape(match):
+        code = ord(match.group(0))
+        return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code
+    return _UNPRINTABLE_RE.sub(escape, text)
+
+
 class Logger(object):
     """Writes one line per call. Under journald: a <priority> prefix and no time (the journal
-    stamps lines itself); elsewhere an ISO time first. log_format json: one JSON object a line."""
+    stamps lines itself); elsewhere an ISO time first. log_format json: one JSON object a line.
+    Whatever a message holds, it stays one line (escape_text; JSON escapes its own)."""
 
     PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3}
 
@@ -92,6 +119,7 @@ class Logger(object):
             record.update(fields)
             line = json.dumps(record, sort_keys=True, default=str)
         else:
+            message = escape_text("%s" % (message,))
             line = message if level == "info" else "%s: %s" % (level.upper(), message)
             if not self.journald:
                 line = "%s %s" % (self._stamp(), line)
@@ -116,8 +144,9 @@ class Logger(object):
 class Pacer(object):
     """When the next poll may start. Polls start a whole interval after the previous request
     started (so the period does not stretch by the processing time), later after a failure's
-    backoff, and never within an interval after an approval. The client makes one attempt per
-    call (retry_timeout 0): retries are the loop's, so they are paced too."""
+    backoff (never more than MAX_BACKOFF), and never within an interval after an approval. The
+    client makes one attempt per call (retry_timeout 0): retries are the loop's, so they are
+    paced too."""
 
     def __init__(self, interval, clock):
         self.interval = interval
@@ -125,7 +154,7 @@ class Pacer(object):
         self.next_at = clock()
 
     def polled(self, started_at, backoff=0.0):
-        self.next_at = max(started_at + self.interval, self._clock() + backoff)
+        self.next_at = max(started_at + self.interval, self._clock() + min(backoff, MAX_BACKOFF))
 
     def approved(self, started_at):
         self.next_at = max(self.next_at, started_at + self.interval)
@@ -135,8 +164,8 @@ class Pacer(object):
 
 
 class FailureStreak(object):
-    """Consecutive IMDS failures: counts attempts per kind for the backoff and keeps the log to
-    one line when a streak starts, a reminder a minute, and one line when it ends."""
+    """Consecutive failures: counts attempts per kind for the backoff and keeps the log to one
+    line when a streak starts, a reminder a minute, and one line when it ends."""
 
     def __init__(self):
         self.count = 0
@@ -174,7 +203,8 @@ def describe_failure(exc, client):
 
 
 def backoff_for(client, policy, streak, now):
-    """(delay, log this failure?) after a failed request, by the shared client's retry table."""
+    """(delay, log this failure?) after a failed request, by the shared client's retry table,
+    never above MAX_BACKOFF."""
     failure = client.last_failures[-1] if client.last_failures else None
     rule = _imds.retry_rule_for(failure) if failure is not None else None
     if rule is None:
@@ -182,7 +212,22 @@ def backoff_for(client, policy, streak, now):
     key = (failure.kind, failure.status) if failure is not None else ("error", None)
     attempt, should_log = streak.failed(key, now)
     retry_after = failure.retry_after if failure is not None else None
-    return policy.delay(rule, attempt, retry_after), should_log
+    return min(MAX_BACKOFF, policy.delay(rule, attempt, retry_after)), should_log
+
+
+def describe_internal_error(exc):
+    """One line: the error and where it was raised (file:line in function), never a traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        frame = frames[-1]
+        where = " at %s:%d in %s" % (os.path.basename(frame[0]), frame[1], frame[2])
+    return "%s: %s%s" % (type(exc).__name__, exc, where)
+
+
+class _StopRequested(BaseException):
+    """Raised by the signal handler inside a request that may be abandoned (a GET): a stop need
+    not wait for IMDS. BaseException, so no except Exception on the way swallows it."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -190,9 +235,13 @@ def backoff_for(client, policy, streak, now):
 # --------------------------------------------------------------------------------------------
 
 class Watcher(object):
+    """The loop. Each iteration (one poll and what it leads to, or one wait for a finished
+    handler phase) runs inside one guarded boundary: whatever goes wrong in it is logged with
+    its context and the loop goes on after a backoff. Only a bad configuration stops the daemon,
+    before the loop starts."""
 
     def __init__(self, config, client, log, store, clock=None, wall_clock=None, dry_run=False, runner=None,
-                 retry_policy=None, idle=None):
+                 retry_policy=None, idle=None, sleep=None):
         self.config = config
         self.client = client
         self.log = log
@@ -200,19 +249,40 @@ class Watcher(object):
         self.dry_run = dry_run
         self._clock = clock or time.monotonic
         self._wall_clock = wall_clock or time.time
+        self._sleep = sleep or time.sleep
         self._runner = runner
         self._policy = retry_policy or _imds.RetryPolicy()
         # idle(seconds) replaces blocking on the result queue when time is simulated (tests).
         self._idle = idle
         self.pacer = Pacer(config["poll_interval"], self._clock)
         self.streak = FailureStreak()
+        self.internal = FailureStreak()
         self.results = queue.Queue()
         self.planner = None
         self.resource_name = None
         self.stopping = False
+        # A second stop signal: cut the running handler short instead of waiting for it.
+        self.hurry = False
         self.polls = 0
+        self._loaded = None
+        self._killed = []
+        self._warned = (None, set())
+        # True only while a GET runs that a stop may abandon (see _StopRequested).
+        self.interruptible = False
 
     # -- start -----------------------------------------------------------------------------
+
+    def _deadline(self, seconds):
+        return _imds.Deadline(seconds, clock=self._clock)
+
+    def request_stop(self):
+        """What SIGTERM and SIGINT do (from a signal handler: flags only, and abandoning a GET)."""
+        if self.stopping:
+            self.hurry = True
+        self.stopping = True
+        if self.interruptible:
+            self.interruptible = False
+            raise _StopRequested()
 
     def resolve_name(self, keep_trying=True):
         """This VM's name as Resources spells it: the configured one, or IMDS compute/name."""
@@ -223,9 +293,12 @@ class Watcher(object):
             while True:
                 started = self._clock()
                 try:
-                    self.resource_name = self.client.get_vm_name()
+                    self.resource_name = self._interruptible_get(
+                        lambda: self.client.get_vm_name(deadline=self._deadline(self._request_timeout())))
                     self.pacer.polled(started)
                     break
+                except _StopRequested:
+                    return False
                 except _imds.ImdsError as exc:
                     delay, should_log = backoff_for(self.client, self._policy, self.streak, self._clock())
                     self.pacer.polled(started, delay)
@@ -245,20 +318,92 @@ class Watcher(object):
                  resource_name=self.resource_name, dry_run=self.dry_run)
         return True
 
+    def _request_timeout(self):
+        return self.config["first_request_timeout"] if self.polls == 0 else self.config["request_timeout"]
+
+    def _interruptible_get(self, call):
+        self.interruptible = True
+        try:
+            if self.stopping:
+                raise _StopRequested()
+            return call()
+        finally:
+            self.interruptible = False
+
+    def read_state(self):
+        """Load the state file (records checked one by one, bad ones set aside), retrying with a
+        backoff while the directory or file cannot be used. False once stopping."""
+        if self._loaded is not None or self.store is None:
+            return True
+        streak = FailureStreak()
+        while not self.stopping:
+            try:
+                if not self.dry_run:
+                    self.store.ensure_directory()
+                self._loaded = self.store.load(read_only=self.dry_run, check_record=check_record)
+                break
+            except (StateError, OSError) as exc:
+                attempt, should_log = streak.failed("state", self._clock())
+                if should_log:
+                    self.log("error", "state_unusable", "cannot use the state in %s: %s. Fix the directory (it must "
+                             "be writable by the watcher); trying again meanwhile, no handler runs until then"
+                             % (self.config["state_dir"], exc))
+                self._sleep(self._policy.delay(INTERNAL, attempt))
+        else:
+            return False
+        for note in self._loaded.notes:
+            self.log("error", "state_unreadable", note)
+        return True
+
+    def end_leftovers(self):
+        """End the handler processes a killed predecessor left running (SIGTERM to each process
+        group, SIGKILL after kill_grace), before anything else runs. Returns False once stopping."""
+        if not self.read_state():
+            return False
+        leftovers = list(self._loaded.running_handlers) if self._loaded is not None else []
+        for entry in leftovers:
+            label = "%s/%s" % (entry["phase"], entry["handler"])
+            if self.dry_run:
+                self.log("warning", "handler_leftover", "DRY RUN: handler %s of event %s (pid %d) was left running by "
+                         "a previous watcher; a real run would end it" % (label, entry["event_id"], entry["pid"]),
+                         pid=entry["pid"])
+                continue
+            outcome = watcher_processes.end_group(entry, self.config["kill_grace"])
+            if outcome != "gone":
+                self.log("error", "handler_leftover", "event %s: handler %s (pid %d, process group %d) was still "
+                         "running from a watcher that was killed: %s; its %s counts as interrupted"
+                         % (entry["event_id"], label, entry["pid"], entry["pgid"], outcome, entry["phase"]),
+                         event_id=entry["event_id"], phase=entry["phase"], handler=entry["handler"],
+                         pid=entry["pid"], outcome=outcome)
+            self._killed.append((entry["event_key"], entry["phase"]))
+            if self.store is not None:
+                self.store.handler_ended(entry["pid"])
+        self._loaded.running_handlers = []
+        return True
+
     def load_state(self):
-        records = {}
-        if self.store is not None:
-            if not self.dry_run:
-                self.store.ensure_directory()
-            records, note = self.store.load(read_only=self.dry_run)
-            if note:
-                self.log("error", "state_unreadable", note)
+        """Records from the state file (after end_leftovers), the planner, and the phase runner."""
+        if not self.end_leftovers():
+            return False
+        records = self._loaded.records if self._loaded is not None else {}
         self.planner = Planner(self.resource_name, self.config["approval"], records)
         self.log.apply(self.planner.restore())
+        for key, phase in self._killed:
+            self.log.apply(self.planner.handler_killed(key, phase))
         self._persist()
         if self._runner is None:
             self._runner = PhaseRunner(self.config, self.log, self.resource_name, clock=self._clock,
-                                       wall_clock=self._wall_clock)
+                                       wall_clock=self._wall_clock, should_stop=lambda: self.stopping,
+                                       on_spawned=self._handler_spawned, on_exited=self._handler_exited)
+        return True
+
+    def _handler_spawned(self, entry):
+        if self.store is not None and not self.dry_run:
+            self.store.handler_started(entry)
+
+    def _handler_exited(self, pid):
+        if self.store is not None and not self.dry_run:
+            self.store.handler_ended(pid)
 
     def _persist(self):
         if self.store is not None and not self.dry_run:
@@ -272,7 +417,7 @@ class Watcher(object):
             wait = self.pacer.wait()
             if wait <= 0:
                 return True
-            self._wait_results(wait)
+            self._wait_results(min(wait, 1.0))
         return False
 
     def _imds_recovered(self):
@@ -284,10 +429,11 @@ class Watcher(object):
     def poll(self):
         """One GET of the document and everything it leads to. Returns False if IMDS failed."""
         started = self._clock()
-        if self.polls == 0:
-            self.client.request_timeout = self.config["first_request_timeout"]
+        deadline = self._deadline(self._request_timeout())
         try:
-            document = self.client.get_scheduled_events()
+            document = self._interruptible_get(lambda: self.client.get_scheduled_events(deadline=deadline))
+        except _StopRequested:
+            return False
         except _imds.ImdsError as exc:
             delay, should_log = backoff_for(self.client, self._policy, self.streak, self._clock())
             self.pacer.polled(started, delay)
@@ -297,12 +443,11 @@ class Watcher(object):
                                                              describe_failure(exc, self.client)),
                          status=exc.status)
             return False
-        finally:
-            self.client.request_timeout = self.config["request_timeout"]
         self.pacer.polled(started)
         self.polls += 1
         self._imds_recovered()
-        self.log.apply(self.planner.observe(document.events, self._wall_clock()))
+        self._log_warnings(document)
+        self.log.apply(self.planner.observe(document.events, self._wall_clock(), document.incarnation))
         # A new drain starts before anything else is written or sent: the first handler's start
         # is what the operator's clock runs against.
         self._dispatch()
@@ -310,12 +455,32 @@ class Watcher(object):
         self._persist()
         return True
 
+    def _log_warnings(self, document):
+        """What the client could not read in the document: logged once per DocumentIncarnation."""
+        incarnation, logged = self._warned
+        if incarnation != document.incarnation:
+            logged = set()
+            self._warned = (document.incarnation, logged)
+        for warning in document.warnings:
+            if warning not in logged:
+                logged.add(warning)
+                self.log("warning", "document_warning", "the Scheduled Events document (incarnation %s) has a field "
+                         "the watcher could not read: %s" % (document.incarnation, warning),
+                         incarnation=document.incarnation)
+
     # -- approvals -------------------------------------------------------------------------
 
     def _approve_due(self):
         keys = self.planner.pending_approvals(self._wall_clock())
         if not keys:
             return
+        unusable = [k for k in keys if not _imds.is_event_id(self.planner.records[k]["event"]["event_id"])]
+        if unusable:
+            self.log.apply(self.planner.approval_failed(
+                unusable, "its EventId is not a GUID, so no approval can name it", None))
+            keys = [k for k in keys if k not in unusable]
+            if not keys:
+                return
         ids = [self.planner.records[k]["event"]["event_id"] for k in keys]
         if self.dry_run:
             for key, event_id in zip(keys, ids):
@@ -325,13 +490,13 @@ class Watcher(object):
             return
         started = self._clock()
         try:
-            self.client.approve(ids)
+            self.client.approve(ids, deadline=self._deadline(self.config["request_timeout"]))
         except _imds.ImdsError as exc:
             failure = self.client.last_failures[-1] if self.client.last_failures else None
             rule = _imds.retry_rule_for(failure) if failure is not None else None
             retry_at = None
             if rule is not None:
-                retry_at = self._wall_clock() + self._policy.delay(rule, 1, failure.retry_after)
+                retry_at = self._wall_clock() + min(MAX_BACKOFF, self._policy.delay(rule, 1, failure.retry_after))
             self.log.apply(self.planner.approval_failed(keys, describe_failure(exc, self.client), retry_at))
         else:
             self.log.apply(self.planner.approval_sent(keys))
@@ -344,11 +509,17 @@ class Watcher(object):
     def _dispatch(self):
         if self.stopping or self.planner.running is not None:
             return
+        before = (list(self.planner.queue), dict((k, dict(r)) for k, r in self.planner.records.items()))
         job, actions = self.planner.next_job(self._wall_clock())
-        self.log.apply(actions)
         # The record says "running" on disk before any handler starts: a kill from here on never
-        # runs this drain a second time.
-        self._persist()
+        # runs this drain a second time. If it cannot be written, nothing starts.
+        try:
+            self._persist()
+        except BaseException:
+            self.planner.queue, self.planner.records = before
+            self.planner.running = None
+            raise
+        self.log.apply(actions)
         if job is None:
             return
         if self.dry_run:
@@ -367,10 +538,10 @@ class Watcher(object):
 
     def _run_job(self, job):
         try:
-            ok, summary = self._runner.run(job.phase, job.event)[:2]
+            ok, summary = self._runner.run(job.phase, job.event, key=job.key)[:2]
         except Exception as exc:  # pylint: disable=broad-except
             # Whatever went wrong, the main loop must hear that the job ended, or it waits forever.
-            ok, summary = False, "internal error running handlers: %s: %s" % (type(exc).__name__, exc)
+            ok, summary = False, "internal error running handlers: %s" % describe_internal_error(exc)
         self.results.put((job, ok, summary))
 
     def _wait_results(self, timeout):
@@ -401,29 +572,67 @@ class Watcher(object):
 
     # -- loops -----------------------------------------------------------------------------
 
+    def guarded(self, step, *args):
+        """The boundary of one iteration: an unexpected error is logged with its context, the
+        next poll waits a backoff, and the loop goes on. Returns step's result, or None."""
+        try:
+            result = step(*args)
+        except Exception as exc:  # pylint: disable=broad-except
+            now = self._clock()
+            attempt, should_log = self.internal.failed("internal", now)
+            delay = min(MAX_BACKOFF, self._policy.delay(INTERNAL, attempt))
+            self.pacer.polled(now, delay)
+            if should_log:
+                self.log("error", "internal_error", "internal error (%d in a row; the watcher goes on, next poll in "
+                         "%.1fs): %s" % (self.internal.count, delay, describe_internal_error(exc)),
+                         error=type(exc).__name__)
+            return None
+        if self.internal.count:
+            summary = self.internal.succeeded(self._clock())
+            self.log("info", "internal_recovered", "the loop runs normally again after %d internal error%s"
+                     % (summary[0], "" if summary[0] == 1 else "s"))
+        return result
+
+    def _iteration(self):
+        if self.pacer.wait() <= 0:
+            self.poll()
+        else:
+            self._wait_results(min(self.pacer.wait(), 1.0))
+
+    def _finish_running(self):
+        """After a stop: no new handler starts; the running one ends within its own limit (at
+        once after a second signal), its outcome and any approval it leads to are written."""
+        if self.planner.running is not None:
+            key, phase = self.planner.running
+            self.log("info", "shutdown", "stopping: waiting for the running %s handler of event %s to finish (no "
+                     "further handler starts; a second signal cuts it short)"
+                     % (phase, self.planner.records[key]["event"]["event_id"]))
+        cut = False
+        while self.planner.running is not None:
+            if self.hurry and not cut and self._runner is not None:
+                self._runner.cut_short()
+                cut = True
+            self.guarded(self._wait_results, 1.0)
+        self.guarded(self._persist)
+
     def run_once(self):
         """One poll, then every job and approval it leads to. Exit status 1 if IMDS failed."""
-        if not self.poll():
+        polled = self.guarded(self.poll)
+        if not polled:
+            self._finish_running()
             return EXIT_FAILED
-        while self.planner.has_work():
-            self._dispatch()
+        while not self.stopping and self.planner.has_work():
+            self.guarded(self._dispatch)
             if self.planner.running is None:
-                break               # stopping: what is left waits for the next run
-            self._wait_results(None)
+                break
+            self.guarded(self._wait_results, 1.0)
+        self._finish_running()
         return EXIT_OK
 
     def run_forever(self):
         while not self.stopping:
-            if self.pacer.wait() <= 0:
-                self.poll()
-            else:
-                self._wait_results(min(self.pacer.wait(), 1.0))
-        if self.planner.running is not None:
-            self.log("info", "shutdown", "stopping: waiting for the running %s handlers of event %s to finish"
-                     % (self.planner.running[1], self.planner.records[self.planner.running[0]]["event"]["event_id"]))
-        while self.planner.running is not None:
-            self._wait_results(1.0)
-        self._persist()
+            self.guarded(self._iteration)
+        self._finish_running()
         self.log("info", "shutdown", "%s stopped" % PROGRAM)
         return EXIT_OK
 
@@ -434,16 +643,17 @@ class Watcher(object):
 
 def status_report(config, client, store):
     """What the watcher sees and remembers, as a JSON-able dict. Raises ImdsError."""
-    name = config["resource_name"] or client.get_vm_name()
-    document = client.get_scheduled_events()
+    name = config["resource_name"] or client.get_vm_name(deadline=_imds.Deadline(config["first_request_timeout"]))
+    document = client.get_scheduled_events(deadline=_imds.Deadline(config["first_request_timeout"]))
     try:
-        records, note = store.load(read_only=True)
+        loaded = store.load(read_only=True, check_record=check_record)
+        records, note = loaded.records, loaded.note
     except StateError as exc:
         # Reading the state takes root under the service's defaults; the events are still worth showing.
         records, note = {}, str(exc)
     events = []
     for event in _imds.annotate_events(document.events, name):
-        record = records.get(event_key(event.get("event_id")))
+        record = records.get(event_key(event.get("event_id"))) if isinstance(event.get("event_id"), str) else None
         entry = dict(event)
         entry["leader"] = _imds.is_leader(event, name)
         if event["affects_this_host"] and event.get("event_status") == "Scheduled":
@@ -451,11 +661,11 @@ def status_report(config, client, store):
         entry["watcher"] = None if record is None else dict(
             (k, record[k]) for k in ("drain", "approval", "started", "recover", "policy"))
         events.append(entry)
-    present = set(event_key(e["event_id"]) for e in document.events if e.get("event_id"))
+    present = set(event_key(e["event_id"]) for e in document.events if isinstance(e.get("event_id"), str))
     remembered = dict((k, r) for k, r in records.items() if k not in present)
     return {"resource_name": name, "imds_url": client.scheduled_events_url(),
-            "document_incarnation": document.incarnation, "events": events,
-            "state_file": store.path, "state_note": note, "remembered": remembered}
+            "document_incarnation": document.incarnation, "document_warnings": list(document.warnings),
+            "events": events, "state_file": store.path, "state_note": note, "remembered": remembered}
 
 
 def print_status(report, out):
@@ -464,8 +674,10 @@ def print_status(report, out):
     write("IMDS:      %s\n" % report["imds_url"])
     write("document:  incarnation %s, %d event%s\n" % (report["document_incarnation"], len(report["events"]),
                                                        "" if len(report["events"]) == 1 else "s"))
+    for warning in report.get("document_warnings") or []:
+        write("  warning: %s\n" % escape_text(warning))
     for event in report["events"]:
-        write("  %s  %s\n" % (event["event_id"], describe(event)))
+        write("  %s  %s\n" % (escape_text("%s" % (event["event_id"],)), escape_text(describe(event))))
         if not event["affects_this_host"]:
             write("      does not name this VM: not acted on\n")
             continue
@@ -478,7 +690,7 @@ def print_status(report, out):
     write("state:     %s%s\n" % (report["state_file"], " (%s)" % report["state_note"] if report["state_note"] else ""))
     for key, record in sorted(report["remembered"].items()):
         write("  %s  no longer in the document: drain %s, started %s, recover %s\n"
-              % (record["event"].get("event_id") or key, record["drain"] or "-", record["started"] or "-",
+              % (escape_text(record["event"].get("event_id") or key), record["drain"] or "-", record["started"] or "-",
                  record["recover"] or "-"))
 
 
@@ -627,8 +839,10 @@ def effective_config(args):
 
 def make_client(config, **overrides):
     # retry_timeout 0: one attempt per call. The loop retries on its own schedule, so retries
-    # are paced like polls and the loop keeps reacting to finished handlers meanwhile.
-    overrides.setdefault("request_timeout", config["request_timeout"])
+    # are paced like polls and the loop keeps reacting to finished handlers meanwhile. The
+    # client's own per-request bound is the longest the loop ever allows (the first poll's);
+    # each call passes the Deadline that applies to it.
+    overrides.setdefault("request_timeout", max(config["request_timeout"], config["first_request_timeout"]))
     client = _imds.client_from_options(dict(config, retry_timeout=0), **overrides)
     # Nor does the client resend on its own when a kept-alive connection drops.
     client.resend_on_stale_connection = False
@@ -636,15 +850,31 @@ def make_client(config, **overrides):
 
 
 def main(argv=None, out=None):
+    """The command line. Never raises but SystemExit (argparse's usage errors, exit 2): any other
+    error ends in one message on standard error and an exit status."""
     out = out or sys.stdout
+    try:
+        return _main(argv, out)
+    except KeyboardInterrupt:
+        sys.stderr.write("%s: interrupted\n" % PROGRAM)
+        return EXIT_FAILED
+    except Exception as exc:  # pylint: disable=broad-except
+        sys.stderr.write("%s: internal error: %s. Please report it with this line.\n"
+                         % (PROGRAM, escape_text(describe_internal_error(exc))))
+        return EXIT_FAILED
+
+
+def _main(argv, out):
     args = build_parser().parse_args(argv)
     if args.command is None:
         build_parser().print_help(out)
         return EXIT_USAGE
-    if args.command == "start":
-        return start_background(args, out)
-    if args.command == "stop":
-        return stop_background(args, out)
+    if args.command in ("start", "stop"):
+        try:
+            return start_background(args, out) if args.command == "start" else stop_background(args, out)
+        except OSError as exc:
+            sys.stderr.write("%s: %s: %s\n" % (PROGRAM, args.command, escape_text(str(exc))))
+            return EXIT_FAILED
     try:
         config = effective_config(args)
         if (config["imds_url"] or os.environ.get(_imds.URL_ENV_VAR) or "").startswith("https:") \
@@ -653,20 +883,23 @@ def main(argv=None, out=None):
                               "only: use http://169.254.169.254 (or the mock's http:// URL).")
         client = make_client(config)
     except (ConfigError, _imds.ImdsInputError) as exc:
-        sys.stderr.write("%s: configuration error: %s\n" % (PROGRAM, exc))
+        sys.stderr.write("%s: configuration error: %s\n" % (PROGRAM, escape_text(str(exc))))
         return EXIT_USAGE
     if args.command == "check-config":
-        out.write("%s: the configuration %s is valid\n" % (PROGRAM, args.config))
+        out.write("%s: the configuration %s is valid; a stop may take up to %ds (the unit's TimeoutStopSec must be "
+                  "at least that)\n" % (PROGRAM, args.config, stop_timeout(config)))
         return EXIT_OK
     store = StateStore(config["state_dir"])
     if args.command == "status":
         try:
             report = status_report(config, client, store)
         except (_imds.ImdsError, StateError) as exc:
-            sys.stderr.write("%s: status: %s\n" % (PROGRAM, exc))
+            sys.stderr.write("%s: status: %s\n" % (PROGRAM, escape_text(str(exc))))
             return EXIT_FAILED
+        finally:
+            client.close()
         if args.json:
-            out.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+            out.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
         else:
             print_status(report, out)
         return EXIT_OK
@@ -678,31 +911,38 @@ def run_command(args, config, client, store, out):
     watcher = Watcher(config, client, log, store, dry_run=args.dry_run)
 
     def stop(signum, _frame):
-        if watcher.stopping:
-            # A second signal: give up waiting for a running handler.
-            raise SystemExit(EXIT_FAILED)
-        watcher.stopping = True
-        log("info", "shutdown", "received %s" % signal.Signals(signum).name)
+        log("info", "shutdown", "received %s%s" % (signal.Signals(signum).name, "; cutting the running handler short"
+                                                   if watcher.stopping else ""))
+        watcher.request_stop()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
         if args.pid_file:
             write_pid(args.pid_file)
+        # Leftovers of a killed predecessor end first: IMDS may keep the watcher waiting for long.
+        if not watcher.end_leftovers():
+            return EXIT_OK
         if not watcher.resolve_name(keep_trying=not args.once):
-            return EXIT_FAILED if args.once else EXIT_OK
-        watcher.load_state()
+            return EXIT_FAILED if args.once and not watcher.stopping else EXIT_OK
+        if not watcher.load_state():
+            return EXIT_OK
         return watcher.run_once() if args.once else watcher.run_forever()
     except (StateError, OSError) as exc:
         log("error", "fatal", "cannot keep the state in %s: %s. Fix the directory (it must be writable by the "
             "watcher) and restart." % (config["state_dir"], exc))
         return EXIT_FAILED
+    except Exception as exc:  # pylint: disable=broad-except
+        log("error", "fatal", "internal error outside the loop: %s" % describe_internal_error(exc))
+        return EXIT_FAILED
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         client.close()
         if args.pid_file and read_pid(args.pid_file) in (os.getpid(), None):
             try:
                 os.remove(args.pid_file)
-            except FileNotFoundError:
+            except OSError:
                 pass
 
 

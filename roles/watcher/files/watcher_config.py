@@ -9,6 +9,7 @@ at start; a change takes effect on restart (the role restarts the service when i
 
 import copy
 import json
+import math
 import os
 import re
 
@@ -47,19 +48,39 @@ DEFAULTS = {
 HANDLER_KEYS = ("name", "phase", "event_types", "timeout", "command")
 RULE_KEYS = ("event_types", "event_sources", "policy")
 
+# The range of every number of the file, (minimum, maximum), both included. One table: the checks,
+# check-config and docs/watcher.md all follow it.
+RANGES = {
+    # Microsoft recommends polling once a second; a minute already loses a Preempt's 30 s notice.
+    "poll_interval": (_imds.MIN_POLL_INTERVAL, 60.0),
+    # request_timeout bounds every later request, an approval included, and so a stop.
+    "request_timeout": (0.5, 120.0),
+    # The first request after a quiet day switches the service on and can take two minutes.
+    "first_request_timeout": (0.5, 600.0),
+    "handler_timeout": (1.0, _imds.MAX_TIMEOUT),
+    "kill_grace": (0.0, 300.0),
+    "freeze_max_duration": (0, 3600),
+}
+# What a stop may take beyond the running handler's SIGKILL: an approval in flight (request_timeout)
+# and writing the state.
+STOP_MARGIN_SECONDS = 15.0
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
 
 class ConfigError(Exception):
     """The configuration cannot be used; the message names the key and what to write instead."""
 
 
-def _number(value, where, minimum=0.0, allow_zero=False, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError("%s must be a number, got %r." % (where, value))
-    if value < minimum or (value == minimum and not allow_zero):
-        raise ConfigError("%s must be %s %s, got %r." % (where, ">=" if allow_zero else ">", minimum, value))
-    return float(value)
+def _number(value, where, key=None, allow_none=False, integer=False):
+    """A finite number within RANGES[key] (key defaults to where); the message names where."""
+    minimum, maximum = RANGES[key or where]
+    try:
+        return _imds.check_number(value, where, minimum=minimum, maximum=maximum, integer=integer,
+                                  allow_none=allow_none)
+    except _imds.ImdsInputError as exc:
+        raise ConfigError(str(exc))
 
 
 def _string(value, where, allow_none=True):
@@ -67,6 +88,8 @@ def _string(value, where, allow_none=True):
         return None
     if not isinstance(value, str) or not value:
         raise ConfigError("%s must be a non-empty string, got %r." % (where, value))
+    if _CONTROL_RE.search(value):
+        raise ConfigError("%s must not hold control characters (newline, tab, NUL...), got %r." % (where, value))
     return value
 
 
@@ -109,7 +132,8 @@ def check_handler(entry, index):
         "name": name,
         "phase": _choice(entry.get("phase"), where + ".phase", PHASES),
         "event_types": _string_list(entry.get("event_types"), where + ".event_types"),
-        "timeout": _number(entry.get("timeout"), where + ".timeout", allow_none=True),
+        "timeout": _number(entry.get("timeout"), "handlers[%d].timeout" % index, key="handler_timeout",
+                           allow_none=True),
         "command": None,
     }
     command = entry.get("command")
@@ -117,11 +141,41 @@ def check_handler(entry, index):
         if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
             raise ConfigError("%s.command must be a list of arguments such as [\"/usr/bin/systemctl\", \"stop\", "
                               "\"app.service\"], got %r. It is run without a shell." % (where, command))
+        for position, argument in enumerate(command):
+            if "\x00" in argument:
+                raise ConfigError("%s.command[%d] holds a NUL character, which no argument can carry: %r."
+                                  % (where, position, argument))
         if not os.path.isabs(command[0]):
             raise ConfigError("%s.command[0] must be an absolute path (%r is not): handlers never depend on "
                               "$PATH. Write for example /usr/bin/%s." % (where, command[0], command[0]))
         handler["command"] = list(command)
     return handler
+
+
+def check_environment(env):
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ConfigError("handler_environment must map names to strings, such as {\"KUBECONFIG\": "
+                          "\"/etc/kubernetes/kubelet.conf\"}, got %r." % (env,))
+    for name, value in sorted(env.items()):
+        if not _ENV_NAME_RE.match(name):
+            raise ConfigError("handler_environment: %r is not a variable name (letters, digits and _, not starting "
+                              "with a digit)." % (name,))
+        if "\x00" in value:
+            raise ConfigError("handler_environment.%s holds a NUL character, which no variable can carry." % name)
+    return dict(env)
+
+
+def longest_handler_limit(config):
+    """The longest time limit any one handler can get, in seconds."""
+    return max([config["handler_timeout"]] + [h["timeout"] for h in config["handlers"] if h["timeout"] is not None])
+
+
+def stop_timeout(config):
+    """Seconds a stop (SIGTERM) may take: the running handler's whole limit and its kill grace (no
+    new handler starts after SIGTERM), then an approval it leads to and the last state write.
+    The systemd unit's TimeoutStopSec must be at least this."""
+    return int(math.ceil(longest_handler_limit(config) + config["kill_grace"] + config["request_timeout"]
+                         + STOP_MARGIN_SECONDS))
 
 
 def check_approval(doc):
@@ -147,9 +201,8 @@ def check_approval(doc):
     for key in ("user_events_at_once", "leader_only"):
         if not isinstance(approval[key], bool):
             raise ConfigError("approval.%s must be true or false, got %r." % (key, approval[key]))
-    limit = approval["freeze_max_duration"]
-    if limit is not None:
-        approval["freeze_max_duration"] = int(_number(limit, "approval.freeze_max_duration", allow_zero=True))
+    approval["freeze_max_duration"] = _number(approval["freeze_max_duration"], "approval.freeze_max_duration",
+                                              key="freeze_max_duration", allow_none=True, integer=True)
     return approval
 
 
@@ -159,8 +212,11 @@ def check_config(doc):
     config = copy.deepcopy(DEFAULTS)
     config.update(copy.deepcopy(doc))
     if config["imds_url"] is not None:
+        if not isinstance(config["imds_url"], str):
+            raise ConfigError("imds_url must be a URL string such as http://169.254.169.254, got %r."
+                              % (config["imds_url"],))
         try:
-            config["imds_url"] = _imds.validate_base_url(_string(config["imds_url"], "imds_url"))
+            config["imds_url"] = _imds.check_base_url(config["imds_url"])
         except _imds.ImdsInputError as exc:
             raise ConfigError(str(exc))
     try:
@@ -168,21 +224,13 @@ def check_config(doc):
     except _imds.ImdsInputError as exc:
         raise ConfigError(str(exc))
     _string(config["resource_name"], "resource_name")
-    config["poll_interval"] = _number(config["poll_interval"], "poll_interval")
-    if config["poll_interval"] < 0.2:
-        raise ConfigError("poll_interval must be at least 0.2 s (IMDS allows 5 requests per second per VM for "
-                          "every caller together; Microsoft recommends 1), got %r." % config["poll_interval"])
-    for key in ("request_timeout", "first_request_timeout", "handler_timeout"):
+    for key in ("poll_interval", "request_timeout", "first_request_timeout", "handler_timeout", "kill_grace"):
         config[key] = _number(config[key], key)
-    config["kill_grace"] = _number(config["kill_grace"], "kill_grace", allow_zero=True)
     for key in ("state_dir", "handlers_dir"):
         value = _string(config[key], key, allow_none=False)
         if not os.path.isabs(value):
             raise ConfigError("%s must be an absolute path, got %r." % (key, value))
-    env = config["handler_environment"]
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise ConfigError("handler_environment must map names to strings, such as {\"KUBECONFIG\": "
-                          "\"/etc/kubernetes/kubelet.conf\"}, got %r." % (env,))
+    config["handler_environment"] = check_environment(config["handler_environment"])
     if not isinstance(config["handlers"], list):
         raise ConfigError("handlers must be a list of {name, phase, event_types, timeout, command}.")
     handlers = [check_handler(entry, i) for i, entry in enumerate(config["handlers"])]
@@ -199,6 +247,11 @@ def check_config(doc):
     return config
 
 
+def _refuse_constant(name):
+    # Python's json reads NaN, Infinity and -Infinity, which JSON itself does not have.
+    raise ValueError("%s is not a JSON number; write a finite number such as 1.0" % name)
+
+
 def load_config(path):
     """Read and check the file. A missing file means every default."""
     if path is None:
@@ -210,7 +263,7 @@ def load_config(path):
         raise ConfigError("cannot read the configuration %s (%s). Give an existing file with --config, or "
                           "install it with the azure_imds.scheduled_events.watcher role." % (path, exc))
     try:
-        doc = json.loads(text) if text.strip() else {}
+        doc = json.loads(text, parse_constant=_refuse_constant) if text.strip() else {}
     except ValueError as exc:
         raise ConfigError("the configuration %s is not valid JSON (%s)." % (path, exc))
     try:

@@ -9,10 +9,13 @@ carries them out, persists the records before it starts a phase, and reports bac
 so tests drive it with plain numbers.
 
 Record fields (all JSON): event (the last normalised event), mine, status, gone, policy,
-policy_reason, drain / started / recover (phase outcomes), approval, approval_retry_at.
+policy_reason, drain / started / recover (phase outcomes), approval, approval_retry_at,
+seen_incarnation (the last DocumentIncarnation that held the event), missing_polls (documents in
+a row without it), gone_at (when it was taken as gone). check_record() is their schema.
 """
 
 import json
+import math
 
 import _imds
 
@@ -21,6 +24,18 @@ RECOVER_OWED_AFTER_DRAIN = ("succeeded", "failed", "interrupted")
 RECOVER_OWED_AFTER_STARTED = ("succeeded", "failed", "interrupted")
 SCHEDULED = "Scheduled"
 STARTED = "Started"
+# A phase job's outcome besides True (succeeded) and False (failed): a stop of the watcher kept
+# handlers from starting or cut one short.
+STOPPED = "stopped"
+PHASE_OUTCOMES = (None, "running", "succeeded", "failed", "interrupted", "skipped")
+APPROVAL_OUTCOMES = (None, "sent", "retry", "failed", "withheld", "dry_run")
+POLICIES = (None, "after_drain", "immediate", "none")
+# An event is taken as gone when a document with a higher DocumentIncarnation lacks it, or when
+# this many documents in a row lack it: one empty document is not the end of a maintenance.
+GONE_AFTER_MISSING_POLLS = 2
+# A finished event of this VM is remembered this long, so that one that comes back (a transient
+# document without it) is never drained a second time.
+REMEMBER_FINISHED_SECONDS = 86400.0
 
 
 class Log(object):
@@ -147,7 +162,7 @@ def handler_input(event, phase, resource_name):
 # The planner
 # --------------------------------------------------------------------------------------------
 
-def new_record(event, mine):
+def new_record(event, mine, incarnation=None):
     return {
         "event": dict(event),
         "mine": mine,
@@ -160,7 +175,69 @@ def new_record(event, mine):
         "recover": None,
         "approval": None,
         "approval_retry_at": None,
+        "seen_incarnation": incarnation,
+        "missing_polls": 0,
+        "gone_at": None,
     }
+
+
+# Fields added after the first release: a record written before them gets these values.
+_LATER_FIELDS = {"seen_incarnation": None, "missing_polls": 0, "gone_at": None}
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number_or_none(value):
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))
+
+
+def check_record(key, record):
+    """(record, problem) for one record of the state file: problem None and the record (with the
+    fields added since it was written) when it can be used, else why not."""
+    if not isinstance(key, str) or not key:
+        return None, "the key is not a lower-case EventId"
+    if not isinstance(record, dict):
+        return None, "not a JSON object"
+    record = dict(_LATER_FIELDS, **record)
+    missing = sorted(set(new_record({}, False)) - set(record))
+    if missing:
+        return None, "missing %s" % ", ".join(missing)
+    event = record["event"]
+    if not isinstance(event, dict):
+        return None, "event is not a JSON object"
+    if not isinstance(event.get("event_id"), str) or event_key(event["event_id"]) != key:
+        return None, "event.event_id %r does not match the key" % (event.get("event_id"),)
+    resources = event.get("resources")
+    if resources is not None and not (isinstance(resources, list) and all(isinstance(r, str) for r in resources)):
+        return None, "event.resources is not a list of names"
+    for field in ("not_before", "event_type", "event_status", "event_source", "description"):
+        if event.get(field) is not None and not isinstance(event[field], str):
+            return None, "event.%s is not a string" % field
+    checks = (
+        ("mine", lambda v: isinstance(v, bool)),
+        ("gone", lambda v: isinstance(v, bool)),
+        ("status", lambda v: v is None or isinstance(v, str)),
+        ("policy", lambda v: v in POLICIES),
+        ("policy_reason", lambda v: v is None or isinstance(v, str)),
+        ("drain", lambda v: v in PHASE_OUTCOMES),
+        ("started", lambda v: v in PHASE_OUTCOMES),
+        ("recover", lambda v: v in PHASE_OUTCOMES),
+        ("approval", lambda v: v in APPROVAL_OUTCOMES),
+        ("approval_retry_at", _is_number_or_none),
+        ("seen_incarnation", lambda v: v is None or _is_int(v)),
+        ("missing_polls", lambda v: _is_int(v) and v >= 0),
+        ("gone_at", _is_number_or_none),
+    )
+    for field, good in checks:
+        try:
+            ok = good(record[field])
+        except TypeError:          # an unhashable value tested for membership
+            ok = False
+        if not ok:
+            return None, "%s has an impossible value %r" % (field, record[field])
+    return record, None
 
 
 def owes_recover(record):
@@ -176,6 +253,8 @@ class Planner(object):
         self.records = records if records is not None else {}
         self.queue = []        # [(key, phase)] waiting
         self.running = None    # (key, phase) of the job being run
+        self._noted = set()    # (incarnation, index, text) of events set aside, logged once
+        self._now = None
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -243,23 +322,31 @@ class Planner(object):
 
     # -- each poll -------------------------------------------------------------------------
 
-    def observe(self, events, now_epoch):
+    def observe(self, events, now_epoch, incarnation=None):
         """Fold one successfully polled document into the records. Returns log actions; jobs go
-        into the queue and approvals come from pending_approvals()."""
+        into the queue and approvals come from pending_approvals(). incarnation is the document's
+        DocumentIncarnation (None: unknown, so only polls in a row count)."""
+        self._now = now_epoch
         actions = []
         present = set()
-        for event in events:
-            key = event_key(event.get("event_id"))
-            if not key:
+        for index, event in enumerate(events):
+            event_id = event.get("event_id")
+            if not isinstance(event_id, str) or not event_id.strip():
+                actions.extend(self._set_aside(index, event, incarnation))
                 continue
+            key = event_key(event_id)
             present.add(key)
             record = self.records.get(key)
-            if record is None or record["gone"]:
-                record = new_record(event, _imds.affects(event, self.resource_name))
+            if record is None or (record["gone"] and not record["mine"]):
+                record = new_record(event, _imds.affects(event, self.resource_name), incarnation)
                 self.records[key] = record
                 actions.extend(self._first_sight(key, record))
             else:
+                if record["gone"]:
+                    actions.extend(self._came_back(key, record))
                 actions.extend(self._update(key, record, event))
+                record["seen_incarnation"] = incarnation
+                record["missing_polls"] = 0
             if record["mine"]:
                 self._plan(key, record)
         for key, record in sorted(self.records.items()):
@@ -267,7 +354,14 @@ class Planner(object):
                 continue
             eid = self._eid(key)
             if not record["gone"]:
+                record["missing_polls"] += 1
+                if not self._is_gone(record, incarnation):
+                    actions.append(Log("info", "event_missing", "event %s: missing from the document (incarnation "
+                                       "%s); not taken as gone until a newer document or %d in a row lack it"
+                                       % (eid, incarnation, GONE_AFTER_MISSING_POLLS), event_id=eid))
+                    continue
                 record["gone"] = True
+                record["gone_at"] = now_epoch
                 if not record["mine"]:
                     text = "left the document (not this VM)"
                 elif self._recover_due(key, record):
@@ -282,6 +376,36 @@ class Planner(object):
                 self._enqueue(key, "recover")
         self._forget_finished()
         return actions
+
+    @staticmethod
+    def _is_gone(record, incarnation):
+        seen = record["seen_incarnation"]
+        if incarnation is not None and seen is not None and incarnation > seen:
+            return True
+        return record["missing_polls"] >= GONE_AFTER_MISSING_POLLS
+
+    def _set_aside(self, index, event, incarnation):
+        """An event whose EventId could not be read: nothing can be done for it (state is keyed by
+        it, an approval names it), so it is logged once per document incarnation and left alone."""
+        text = describe(event)
+        note = (incarnation, index, text)
+        if note in self._noted:
+            return []
+        if self._noted and next(iter(self._noted))[0] != incarnation:
+            self._noted = set()
+        self._noted.add(note)
+        return [Log("error", "event_set_aside", "event #%d of document incarnation %s has no readable EventId "
+                    "(%r); set aside, not acted on: %s" % (index + 1, incarnation, event.get("event_id"), text),
+                    incarnation=incarnation)]
+
+    def _came_back(self, key, record):
+        eid = self._eid(key)
+        record["gone"] = False
+        record["gone_at"] = None
+        ran = [phase for phase in ("drain", "started", "recover") if record[phase] is not None]
+        return [Log("warning", "event_back", "event %s: back in the document after it was taken as gone; what "
+                    "already ran (%s) is not run again: a drain runs at most once per event"
+                    % (eid, ", ".join("%s %s" % (p, record[p]) for p in ran) or "nothing"), event_id=eid)]
 
     def _first_sight(self, key, record):
         event = record["event"]
@@ -333,7 +457,23 @@ class Planner(object):
                 continue
             if record["mine"] and owes_recover(record) and record["recover"] not in ("succeeded", "failed"):
                 continue
+            if record["mine"] and not self._long_gone(record):
+                continue
             del self.records[key]
+
+    def _long_gone(self, record):
+        if self._now is None or record["gone_at"] is None:
+            return False
+        return self._now - record["gone_at"] >= REMEMBER_FINISHED_SECONDS
+
+    def finished(self, key):
+        """True when nothing more will be done for this event (gone, and its recover done or not owed)."""
+        record = self.records.get(key)
+        if record is None:
+            return True
+        if not record["gone"] or any(self._queued(key, phase) for phase in ("drain", "started", "recover")):
+            return False
+        return not (record["mine"] and owes_recover(record) and record["recover"] not in ("succeeded", "failed"))
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -381,12 +521,15 @@ class Planner(object):
         return None
 
     def job_finished(self, key, phase, ok, summary):
-        """Record a phase's outcome. Returns log actions; approvals follow from pending_approvals()."""
+        """Record a phase's outcome (ok: True, False or STOPPED). Returns log actions; approvals
+        follow from pending_approvals()."""
         self.running = None
         record = self.records.get(key)
         if record is None:
             return []
         eid = self._eid(key)
+        if ok == STOPPED:
+            return self._stopped(key, record, phase, summary)
         record[phase] = "succeeded" if ok else "failed"
         actions = [Log("info" if ok else "error", "phase_finished", "event %s: %s %s (%s)"
                        % (eid, phase, "succeeded" if ok else "FAILED", summary),
@@ -407,6 +550,43 @@ class Planner(object):
                                "platform starts it at NotBefore %s" % (eid, record["event"].get("not_before")),
                                event_id=eid))
         self._forget_finished()
+        return actions
+
+    def _stopped(self, key, record, phase, summary):
+        eid = self._eid(key)
+        if phase == "recover":
+            # At least once: the recover runs again, from its first handler, at the next start.
+            record["recover"] = None
+            return [Log("warning", "recover_interrupted", "event %s: the recover was cut short by the stop (%s); "
+                        "it runs again at the next start" % (eid, summary), event_id=eid, phase=phase)]
+        actions = self.handler_killed(key, phase)
+        actions.insert(0, Log("error", "phase_finished", "event %s: %s INTERRUPTED by the stop of the watcher (%s); "
+                              "not run again (at most once per event)" % (eid, phase, summary),
+                              event_id=eid, phase=phase, ok=False))
+        self._forget_finished()
+        return actions
+
+    def handler_killed(self, key, phase):
+        """A handler of this phase was ended before it could finish (a stop, or left over from a
+        killed watcher): the phase is interrupted, a drain's event is not approved, a recover runs
+        again."""
+        record = self.records.get(key)
+        if record is None:
+            return []
+        eid = self._eid(key)
+        if phase == "recover":
+            if record["recover"] != "succeeded":
+                record["recover"] = None
+            return []
+        if record.get(phase) not in ("failed", "interrupted"):
+            record[phase] = "interrupted"
+        actions = []
+        if phase == "drain" and record["policy"] in ("after_drain", "none") and record["approval"] in (None, "retry"):
+            record["approval"] = "withheld"
+            record["approval_retry_at"] = None
+            actions.append(Log("error", "approval_withheld", "event %s: not approving: its drain did not finish; the "
+                               "platform starts the event at NotBefore %s"
+                               % (eid, record["event"].get("not_before") or "(none)"), event_id=eid))
         return actions
 
     def approval_sent(self, keys):

@@ -5,10 +5,11 @@
 
 A handler is an executable file in HANDLERS_DIR/<phase>/ or a command (argument list) from the
 configuration. It is started with an argument list (never a shell line built from event data),
-gets the event as JSON on standard input and as SE_* variables, runs in a session of its own so
-that a timeout can stop its children too, and writes its output to an unlinked file in the state
-directory: its exit is seen the moment it happens even if a child it left behind keeps a pipe
-open.
+gets the event as JSON on standard input and as SE_* variables, and runs in a session of its own
+so that a timeout can stop its children too; its process record is in the state file before it
+may run (watcher_processes). Its output goes to a pipe read by a thread that keeps the first
+OUTPUT_LIMIT bytes: its exit is seen the moment it happens even if a child it left behind keeps
+the pipe open.
 """
 
 import os
@@ -19,12 +20,18 @@ import tempfile
 import threading
 import time
 
-from watcher_decisions import applies, handler_environment, handler_input, handler_time_limit
+import watcher_processes
+from watcher_decisions import STOPPED, applies, handler_environment, handler_input, handler_time_limit
 
 import _imds
 
-OUTPUT_LIMIT = 16384
+# Output kept per handler run (the rest is counted and dropped), lines and characters logged.
+OUTPUT_LIMIT = 64 * 1024
 OUTPUT_LINES = 40
+OUTPUT_LINE_CHARS = 500
+# How long to wait for the output pipe's end once the handler has exited (a child it left in the
+# background may hold the pipe for ever).
+OUTPUT_SETTLE_SECONDS = 0.5
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -90,10 +97,44 @@ def discover(handlers_dir, phase, configured):
     return [by_name[name] for name in sorted(by_name)]
 
 
-def permission_problem(path, euid=None):
-    """Why this file must not be run, or None. Anyone who can change a handler could run code as
-    the watcher (root): a handler, and the directory holding it, must be writable only by its
-    owner, and the owner must be root or the watcher's own user."""
+def _owner_problem(path, st, euid, kind):
+    if st.st_uid not in (0, euid):
+        return "%s %s is owned by uid %d, not by root or the watcher's user; fix with: chown root %s" % (
+            kind, path, st.st_uid, path)
+    return None
+
+
+def _directory_problem(directory, euid):
+    try:
+        st = os.stat(directory)
+    except OSError as exc:
+        return "cannot stat %s (%s)" % (directory, exc.strerror or exc)
+    # A sticky directory (/tmp) lets nobody else rename or remove what is inside it.
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        return ("the directory %s is writable by group or others (mode %04o), so anyone in them could replace "
+                "what it holds; fix with: chmod go-w %s" % (directory, stat.S_IMODE(st.st_mode), directory))
+    return _owner_problem(directory, st, euid, "the directory")
+
+
+def _ancestors(path):
+    """Every directory from / down to the one holding path."""
+    directories = []
+    parent = os.path.dirname(path)
+    while True:
+        directories.append(parent)
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    return list(reversed(directories))
+
+
+def permission_problem(path, euid=None, executable=True):
+    """Why this file must not be run (or, executable=False, be read by a handler), or None. As
+    OpenSSH's StrictModes: anyone who can change a handler, or any directory on the way to it,
+    could run code as the watcher (root). So the file and every directory from / down to it,
+    along the path as written and along the path its symbolic links lead to, must be writable
+    only by their owner (sticky directories aside), and owned by root or the watcher's user."""
     euid = os.geteuid() if euid is None else euid
     try:
         st = os.stat(path)
@@ -104,19 +145,39 @@ def permission_problem(path, euid=None):
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return ("%s is writable by group or others (mode %04o); fix with: chmod go-w %s"
                 % (path, stat.S_IMODE(st.st_mode), path))
-    if st.st_uid not in (0, euid):
-        return "%s is owned by uid %d, not by root or the watcher's user; fix with: chown root %s" % (
-            path, st.st_uid, path)
-    if not st.st_mode & stat.S_IXUSR:
+    problem = _owner_problem(path, st, euid, "the file")
+    if problem:
+        return problem
+    if executable and not st.st_mode & stat.S_IXUSR:
         return "%s is not executable; fix with: chmod u+x %s" % (path, path)
-    parent = os.path.dirname(os.path.realpath(path))
-    try:
-        pst = os.stat(parent)
-    except OSError as exc:
-        return "cannot stat %s (%s)" % (parent, exc.strerror or exc)
-    if pst.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not pst.st_mode & stat.S_ISVTX:
-        return ("its directory %s is writable by group or others (mode %04o); fix with: chmod go-w %s"
-                % (parent, stat.S_IMODE(pst.st_mode), parent))
+    seen = set()
+    for candidate in (os.path.abspath(path), os.path.realpath(path)):
+        for directory in _ancestors(candidate):
+            if directory in seen:
+                continue
+            seen.add(directory)
+            problem = _directory_problem(directory, euid)
+            if problem:
+                return problem
+    return None
+
+
+def command_problem(argv, euid=None):
+    """Why a configured command must not run: its program, and every argument that names an
+    existing file (a script given to an interpreter, a configuration it reads), as above.
+    Relative arguments are taken from / (the handler's working directory)."""
+    problem = permission_problem(argv[0], euid)
+    if problem:
+        return problem
+    for argument in argv[1:]:
+        if not argument or "\x00" in argument:
+            continue
+        path = os.path.join("/", argument)
+        if not os.path.isfile(path):
+            continue
+        problem = permission_problem(path, euid, executable=False)
+        if problem:
+            return "argument %s: %s" % (argument, problem)
     return None
 
 
@@ -143,17 +204,27 @@ class HandlerResult(object):
 
 
 class PhaseRunner(object):
-    """Runs one phase for one event. log(level, action, message, **fields) receives every line."""
+    """Runs one phase for one event. log(level, action, message, **fields) receives every line.
+
+    on_spawned(entry) is called with the handler's process record (pid, pgid, start_ticks,
+    boot_id, event_key, event_id, phase, handler, started_at) before the handler may run, and
+    on_exited(pid) once it has ended; the watcher keeps them in its state file. should_stop()
+    is asked before each handler: once it says True no further handler of the phase starts."""
 
     def __init__(self, config, log, resource_name, clock=None, wall_clock=None, popen=None, base_env=None,
-                 timer=None):
+                 timer=None, on_spawned=None, on_exited=None, should_stop=None):
         self.config = config
         self.log = log
         self.resource_name = resource_name
         self._clock = clock or time.monotonic
         self._wall_clock = wall_clock or time.time
-        self._popen = popen or subprocess.Popen
+        self._popen = popen or watcher_processes.default_popen
         self._timer = timer or threading.Timer
+        self._on_spawned = on_spawned or (lambda entry: None)
+        self._on_exited = on_exited or (lambda pid: None)
+        self._should_stop = should_stop or (lambda: False)
+        self._current = None
+        self._lock = threading.Lock()
         env = dict(os.environ if base_env is None else base_env)
         # Handlers are not part of the watcher's journal stream or its service notifications.
         for name in ("NOTIFY_SOCKET", "WATCHDOG_PID", "WATCHDOG_USEC", "LISTEN_FDS", "LISTEN_PID"):
@@ -166,8 +237,10 @@ class PhaseRunner(object):
         found = discover(self.config["handlers_dir"], phase, self.config["handlers"])
         return [h for h in found if applies(h, event)]
 
-    def run(self, phase, event):
-        """(ok, summary, results). ok needs every applicable handler to exit 0; none is vacuously ok."""
+    def run(self, phase, event, key=None):
+        """(outcome, summary, results): outcome True when every applicable handler exited 0 (none
+        is vacuously True), False when one failed, STOPPED when a stop kept handlers from starting
+        or cut the running one short."""
         eid = event.get("event_id")
         handlers = self.handlers(phase, event)
         if not handlers:
@@ -177,16 +250,31 @@ class PhaseRunner(object):
         not_before = _imds.not_before_epoch(event.get("not_before"))
         results = []
         for handler in handlers:
-            results.append(self._run_one(handler, phase, event, not_before))
-        ok = all(r.ok for r in results)
-        plural = "" if len(results) == 1 else "s"
-        summary = "%d handler%s: %s" % (len(results), plural, ", ".join(r.short() for r in results))
-        return ok, summary, results
+            if self._should_stop():
+                break
+            results.append(self._run_one(handler, phase, event, not_before, key))
+        left = len(handlers) - len(results)
+        stopped = left or any(r.outcome == "cut_short" for r in results)
+        plural = "" if len(handlers) == 1 else "s"
+        summary = "%d handler%s: %s" % (len(handlers), plural, ", ".join(r.short() for r in results) or "none run")
+        if left:
+            summary += "; %d not started: the watcher is stopping" % left
+        if stopped:
+            return STOPPED, summary, results
+        return all(r.ok for r in results), summary, results
 
-    def _run_one(self, handler, phase, event, not_before):
+    def cut_short(self):
+        """Stop the running handler now (a second SIGTERM): its group gets SIGTERM, then SIGKILL
+        after kill_grace, and the phase counts as interrupted."""
+        with self._lock:
+            current = self._current
+        if current is not None:
+            current.cut()
+
+    def _run_one(self, handler, phase, event, not_before, key):
         eid = event.get("event_id")
         fields = dict(event_id=eid, phase=phase, handler=handler.name)
-        problem = handler.problem or permission_problem(handler.path)
+        problem = handler.problem or command_problem(handler.argv)
         if problem:
             self.log("error", "handler_refused", "event %s: handler %s REFUSED, not run: %s"
                      % (eid, handler.label, problem), **fields)
@@ -199,39 +287,65 @@ class PhaseRunner(object):
                      "kill_grace (%ss) away and a drain must end by NotBefore"
                      % (eid, handler.label, event.get("not_before"), kill_grace), **fields)
             return HandlerResult(handler, "not_started", detail="too close to NotBefore")
-        return self._execute(handler, phase, event, limit, limited_by, kill_grace, fields)
+        return self._execute(handler, phase, event, limit, limited_by, kill_grace, fields, key)
 
-    def _execute(self, handler, phase, event, limit, limited_by, kill_grace, fields):
+    def _execute(self, handler, phase, event, limit, limited_by, kill_grace, fields, key):
         eid = event.get("event_id")
         env = dict(self._base_env)
         env.update(handler_environment(event, phase, self.resource_name))
-        state_dir = self.config["state_dir"]
-        with tempfile.TemporaryFile(dir=state_dir) as stdin, tempfile.TemporaryFile(dir=state_dir) as output:
+        read_end, write_end = os.pipe()
+        collector = _OutputCollector(read_end, OUTPUT_LIMIT)
+        with tempfile.TemporaryFile(dir=self.config["state_dir"]) as stdin:
             stdin.write(handler_input(event, phase, self.resource_name).encode("utf-8"))
             stdin.seek(0)
             start = self._clock()
+
+            def record(proc, ident):
+                entry = dict(ident, event_key=key if key is not None else (eid or "").lower(), event_id=eid,
+                             phase=phase, handler=handler.name, started_at=self._wall_clock())
+                self._on_spawned(entry)
+
             try:
-                proc = self._popen(handler.argv, stdin=stdin, stdout=output, stderr=subprocess.STDOUT, env=env,
-                                   cwd="/", close_fds=True, start_new_session=True, shell=False)
-            except OSError as exc:
-                detail = "cannot start %s: %s" % (handler.argv[0], exc.strerror or exc)
+                proc = watcher_processes.spawn_gated(handler.argv, self._popen, record, stdin=stdin,
+                                                     stdout=write_end, stderr=subprocess.STDOUT, env=env, cwd="/")
+            except (OSError, watcher_processes.SpawnError) as exc:
+                os.close(write_end)
+                os.close(read_end)
+                detail = "cannot start %s: %s" % (handler.argv[0], getattr(exc, "strerror", None) or exc)
                 self.log("error", "handler_finished", "event %s: handler %s FAILED to start: %s"
                          % (eid, handler.label, detail), outcome="not_started", **fields)
                 return HandlerResult(handler, "not_started", detail=detail)
+            except BaseException:
+                os.close(write_end)
+                os.close(read_end)
+                raise
+            os.close(write_end)
+            collector.start()
             self.log("info", "handler_started", "event %s: handler %s started (pid %d, time limit %.0fs by %s)"
                      % (eid, handler.label, proc.pid, limit, limited_by), pid=proc.pid, time_limit=limit, **fields)
             expiry = _Expiry(proc, kill_grace, self._timer)
+            with self._lock:
+                self._current = expiry
             timer = self._timer(limit, expiry.fire)
             timer.daemon = True
             timer.start()
-            exit_code = proc.wait()
-            duration = self._clock() - start
-            timer.cancel()
-            expiry.finish()
-            output.seek(0)
-            text = output.read(OUTPUT_LIMIT + 1).decode("utf-8", "replace")
-        self._log_output(handler, eid, text, fields)
-        if expiry.fired:
+            try:
+                exit_code = proc.wait()
+            finally:
+                duration = self._clock() - start
+                timer.cancel()
+                expiry.finish()
+                with self._lock:
+                    self._current = None
+                self._on_exited(proc.pid)
+        # A child the handler left behind may hold the pipe open: take what came so far.
+        collector.join(OUTPUT_SETTLE_SECONDS)
+        kept, dropped = collector.snapshot()
+        self._log_output(handler, eid, kept.decode("utf-8", "replace"), dropped, fields)
+        if expiry.cut_by_stop:
+            outcome = "cut_short"
+            message = "CUT SHORT by a second stop signal after %.3fs (exit %s)" % (duration, exit_code)
+        elif expiry.fired:
             outcome = "timed_out"
             message = "TIMED OUT after %.3fs (limit %.0fs by %s; exit %s)" % (duration, limit, limited_by, exit_code)
         elif exit_code == 0:
@@ -245,24 +359,63 @@ class PhaseRunner(object):
                  outcome=outcome, **fields)
         return HandlerResult(handler, outcome, exit_code, duration)
 
-    def _log_output(self, handler, eid, text, fields):
+    def _log_output(self, handler, eid, text, dropped, fields):
         lines = text.splitlines()
-        truncated = len(text) > OUTPUT_LIMIT or len(lines) > OUTPUT_LINES
         for line in lines[:OUTPUT_LINES]:
-            self.log("info", "handler_output", "event %s: %s: %s" % (eid, handler.label, line[:500]), **fields)
-        if truncated:
-            self.log("info", "handler_output", "event %s: %s: (output cut after %d lines / %d bytes)"
-                     % (eid, handler.label, OUTPUT_LINES, OUTPUT_LIMIT), **fields)
+            self.log("info", "handler_output", "event %s: %s: %s" % (eid, handler.label, line[:OUTPUT_LINE_CHARS]),
+                     **fields)
+        if len(lines) > OUTPUT_LINES or dropped:
+            self.log("info", "handler_output", "event %s: %s: (output cut after %d lines; %d of %d bytes kept, "
+                     "truncated %d bytes)" % (eid, handler.label, min(len(lines), OUTPUT_LINES), len(text),
+                                              len(text) + dropped, dropped), truncated_bytes=dropped, **fields)
+
+
+class _OutputCollector(threading.Thread):
+    """Reads a handler's output pipe to its end, keeping the first `limit` bytes and counting the
+    rest: a handler that writes gigabytes costs `limit` bytes of memory and nothing on disk, and
+    never blocks on a full pipe."""
+
+    def __init__(self, fd, limit):
+        super(_OutputCollector, self).__init__(name="handler-output")
+        self.daemon = True
+        self._fd = fd
+        self._limit = limit
+        self._kept = bytearray()
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def run(self):
+        try:
+            while True:
+                try:
+                    chunk = os.read(self._fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                with self._lock:
+                    room = self._limit - len(self._kept)
+                    if room > 0:
+                        self._kept.extend(chunk[:room])
+                    self._dropped += max(0, len(chunk) - max(room, 0))
+        finally:
+            os.close(self._fd)
+
+    def snapshot(self):
+        with self._lock:
+            return bytes(self._kept), self._dropped
 
 
 class _Expiry(object):
-    """SIGTERM to the handler's session at its time limit, SIGKILL kill_grace seconds later."""
+    """SIGTERM to the handler's session at its time limit (or at once for a second stop signal),
+    SIGKILL kill_grace seconds later."""
 
     def __init__(self, proc, kill_grace, timer):
         self.proc = proc
         self.kill_grace = kill_grace
         self._timer = timer
         self.fired = False
+        self.cut_by_stop = False
         self._kill_timer = None
         self._lock = threading.Lock()
         self._done = False
@@ -271,17 +424,21 @@ class _Expiry(object):
         with self._lock:
             if self._done:
                 return
-            try:
-                os.killpg(self.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+            watcher_processes.signal_group(self.proc.pid, sig)
 
     def fire(self):
-        self.fired = True
+        with self._lock:
+            if self.fired or self._done:
+                return
+            self.fired = True
         self._signal(signal.SIGTERM)
         self._kill_timer = self._timer(self.kill_grace, self._signal, (signal.SIGKILL,))
         self._kill_timer.daemon = True
         self._kill_timer.start()
+
+    def cut(self):
+        self.cut_by_stop = True
+        self.fire()
 
     def finish(self):
         """The handler has exited. After a timeout, children it left in its session go too."""

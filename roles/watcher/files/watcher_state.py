@@ -7,19 +7,73 @@ A write goes to a temporary file in the same directory, is flushed and fsynced, 
 old file, and the directory is fsynced so the rename itself survives a power cut. Whatever
 instant the process or the machine dies, the file holds either the old or the new state, never
 a mix: that is what lets a restart neither repeat a drain nor forget a recover.
+
+The file (version 1; the last two keys are optional, so older files still load):
+
+    {"version": 1, "resource_name": "web_0",
+     "records": {"<lower-case EventId>": {...one record per event...}},
+     "running_handlers": [{"pid", "pgid", "start_ticks", "boot_id", "event_key", "event_id",
+                           "phase", "handler", "started_at"}],
+     "set_aside": [{"key", "record", "reason", "set_aside_at"}]}
+
+running_handlers names the handler processes this watcher started and has not yet seen end: a
+watcher killed without its handlers finds them there at its next start. set_aside keeps the
+records a load could not use, as they were, so that nothing is lost.
+
+Two threads write: the loop (records) and the thread that runs handlers (running_handlers). A
+lock orders them and each write carries the records as the loop last saved them.
 """
 
+import copy
 import glob
 import json
 import os
+import threading
 import time
 
 STATE_VERSION = 1
 STATE_FILE = "state.json"
+HANDLER_RECORD_KEYS = ("pid", "pgid", "start_ticks", "boot_id", "event_key", "event_id", "phase", "handler",
+                       "started_at")
 
 
 class StateError(Exception):
     """The state directory or file cannot be used; the message says what to fix."""
+
+
+class LoadedState(object):
+    """What load() found: usable records, handler processes of a previous watcher, records set
+    aside (now and earlier) and notes for the log (one line each)."""
+
+    __slots__ = ("records", "running_handlers", "set_aside", "notes")
+
+    def __init__(self, records=None, running_handlers=None, set_aside=None, notes=None):
+        self.records = records if records is not None else {}
+        self.running_handlers = running_handlers if running_handlers is not None else []
+        self.set_aside = set_aside if set_aside is not None else []
+        self.notes = notes if notes is not None else []
+
+    @property
+    def note(self):
+        return "; ".join(self.notes) or None
+
+
+def check_handler_record(entry):
+    """Why a running_handlers entry cannot be used, or None."""
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    missing = [k for k in HANDLER_RECORD_KEYS if k not in entry]
+    if missing:
+        return "missing %s" % ", ".join(missing)
+    for key in ("pid", "pgid", "start_ticks"):
+        value = entry[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            return "%s is not a positive integer: %r" % (key, value)
+    return None
+
+
+def _no_constants(name):
+    raise ValueError("%s is not JSON" % name)
 
 
 class StateStore(object):
@@ -29,6 +83,11 @@ class StateStore(object):
         self.path = os.path.join(directory, filename)
         self._wall_clock = wall_clock or time.time
         self._last_written = None
+        self._lock = threading.Lock()
+        self._records = {}
+        self._resource_name = None
+        self.running_handlers = []
+        self.set_aside = []
 
     def ensure_directory(self):
         try:
@@ -38,10 +97,11 @@ class StateStore(object):
                              "writable directory (under systemd it must be in ReadWritePaths)."
                              % (self.directory, exc.strerror or exc))
 
-    def load(self, read_only=False):
-        """(records, note). A missing file is an empty state; an unreadable one is set aside as
-        state.json.corrupt-<time> (left in place when read_only) and reported in note, so the
-        watcher can still start."""
+    def load(self, read_only=False, check_record=None):
+        """A LoadedState. A missing file is an empty state; an unreadable one is set aside as
+        state.json.corrupt-<time> (left in place when read_only) and reported in notes, so the
+        watcher can still start. check_record(key, record) -> (record, problem): each record
+        whose problem is not None goes to set_aside with the reason, the others are kept."""
         if not read_only:
             # Left by a kill between creating the temporary file and renaming it: never read.
             for stale in glob.glob(glob.escape(self.path) + ".tmp-*"):
@@ -53,31 +113,92 @@ class StateStore(object):
             with open(self.path, "rb") as handle:
                 raw = handle.read()
         except FileNotFoundError:
-            return {}, None
+            return LoadedState()
         except OSError as exc:
             raise StateError("cannot read the state file %s (%s)." % (self.path, exc.strerror or exc))
         try:
-            document = json.loads(raw.decode("utf-8"))
+            document = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
+            if not isinstance(document, dict):
+                raise ValueError("not a JSON object")
             records = document["records"]
             if not isinstance(records, dict) or document.get("version") != STATE_VERSION:
                 raise ValueError("not a version %d watcher state" % STATE_VERSION)
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             if read_only:
-                return {}, "the state file %s could not be read (%s)" % (self.path, exc)
+                return LoadedState(notes=["the state file %s could not be read (%s)" % (self.path, exc)])
             aside = "%s.corrupt-%d" % (self.path, int(self._wall_clock()))
-            os.replace(self.path, aside)
-            return {}, ("the state file %s could not be read (%s); it was moved to %s and the watcher starts "
-                        "with an empty state" % (self.path, exc, aside))
-        self._last_written = self._serialise(records, document.get("resource_name"))
-        return records, None
+            try:
+                os.replace(self.path, aside)
+            except OSError as move_exc:
+                raise StateError("the state file %s could not be read (%s) nor moved aside (%s)"
+                                 % (self.path, exc, move_exc.strerror or move_exc))
+            return LoadedState(notes=["the state file %s could not be read (%s); it was moved to %s and the "
+                                      "watcher starts with an empty state" % (self.path, exc, aside)])
+        loaded = LoadedState()
+        earlier = document.get("set_aside")
+        loaded.set_aside = list(earlier) if isinstance(earlier, list) else []
+        now = self._wall_clock()
 
-    def _serialise(self, records, resource_name):
-        return json.dumps({"version": STATE_VERSION, "resource_name": resource_name, "records": records},
-                          sort_keys=True, indent=1)
+        def put_aside(key, value, reason, what):
+            loaded.set_aside.append({"key": key, "record": value, "reason": reason, "set_aside_at": now})
+            loaded.notes.append("%s %r in %s set aside (kept in its set_aside list): %s" % (what, key, self.path,
+                                                                                          reason))
+
+        for key, record in sorted(records.items()):
+            if check_record is None:
+                loaded.records[key] = record
+                continue
+            checked, problem = check_record(key, record)
+            if problem is None:
+                loaded.records[key] = checked
+            else:
+                put_aside(key, record, problem, "record")
+        handlers = document.get("running_handlers", [])
+        if not isinstance(handlers, list):
+            put_aside("running_handlers", handlers, "not a list", "entry")
+            handlers = []
+        for index, entry in enumerate(handlers):
+            problem = check_handler_record(entry)
+            if problem is None:
+                loaded.running_handlers.append(entry)
+            else:
+                put_aside("running_handlers[%d]" % index, entry, problem, "entry")
+        with self._lock:
+            self._resource_name = document.get("resource_name")
+            self._records = copy.deepcopy(loaded.records)
+            self.running_handlers = list(loaded.running_handlers)
+            self.set_aside = list(loaded.set_aside)
+            self._last_written = None if loaded.notes else self._serialise()
+        return loaded
+
+    def _serialise(self):
+        document = {"version": STATE_VERSION, "resource_name": self._resource_name, "records": self._records,
+                    "running_handlers": self.running_handlers, "set_aside": self.set_aside}
+        return json.dumps(document, sort_keys=True, indent=1, allow_nan=False, default=str)
 
     def save(self, records, resource_name):
-        """Write the records if they changed since the last write. Returns True if it wrote."""
-        text = self._serialise(records, resource_name)
+        """Write the records if anything changed since the last write. Returns True if it wrote."""
+        snapshot = copy.deepcopy(records)
+        with self._lock:
+            self._records = snapshot
+            self._resource_name = resource_name
+            return self._write()
+
+    def handler_started(self, entry):
+        """Note a running handler process (on disk before it may run: see watcher_processes)."""
+        with self._lock:
+            self.running_handlers.append(dict(entry))
+            self._write()
+
+    def handler_ended(self, pid):
+        with self._lock:
+            kept = [h for h in self.running_handlers if h.get("pid") != pid]
+            if len(kept) != len(self.running_handlers):
+                self.running_handlers = kept
+                self._write()
+
+    def _write(self):
+        text = self._serialise()
         if text == self._last_written:
             return False
         tmp = "%s.tmp-%d" % (self.path, os.getpid())

@@ -102,11 +102,17 @@ def test_load_config_reads_json(tmp_path):
 RECORDS = {"c7061bac-afdc-4513-b24b-aa5f13a16123": {"drain": "running", "event": {"event_id": "C7061BAC"}}}
 
 
+def loaded(store, **kwargs):
+    """(records, note) of a load."""
+    result = store.load(**kwargs)
+    return result.records, result.note
+
+
 def test_state_round_trip(tmp_path):
     store = StateStore(str(tmp_path))
-    assert store.load() == ({}, None)
+    assert loaded(store) == ({}, None)
     assert store.save(RECORDS, "web_0") is True
-    assert StateStore(str(tmp_path)).load() == (RECORDS, None)
+    assert loaded(StateStore(str(tmp_path))) == (RECORDS, None)
     assert oct(os.stat(store.path).st_mode & 0o777) == "0o600"
 
 
@@ -160,7 +166,7 @@ def test_a_kill_during_a_write_leaves_the_old_state(tmp_path, monkeypatch):
     monkeypatch.undo()
     leftover = "%s.tmp-%d" % (store.path, os.getpid())
     assert os.path.exists(leftover)
-    assert StateStore(str(tmp_path)).load() == (RECORDS, None)
+    assert loaded(StateStore(str(tmp_path))) == (RECORDS, None)
     assert not os.path.exists(leftover)
 
 
@@ -168,9 +174,9 @@ def test_unreadable_state_is_set_aside_and_reported(tmp_path):
     store = StateStore(str(tmp_path), wall_clock=lambda: 1700000000)
     with open(store.path, "w") as handle:
         handle.write('{"version": 1, "records": {"a": ')
-    records, note = store.load(read_only=True)
+    records, note = loaded(store, read_only=True)
     assert records == {} and "could not be read" in note and os.path.exists(store.path)
-    records, note = store.load()
+    records, note = loaded(store)
     assert records == {} and "moved to" in note
     assert not os.path.exists(store.path)
     assert os.path.exists(store.path + ".corrupt-1700000000")

@@ -14,6 +14,17 @@ def planner(name="web_0", **approval_overrides):
     return Planner(name, approval(**approval_overrides))
 
 
+def observe(p, events, now):
+    """Each call a newer document (DocumentIncarnation + 1), as when events come and go."""
+    p.test_incarnation = getattr(p, "test_incarnation", 0) + 1
+    return p.observe(events, now, p.test_incarnation)
+
+
+def all_finished(p):
+    """Nothing more will be done for any event the planner remembers."""
+    return not p.has_work() and all(p.finished(key) for key in p.records)
+
+
 def run_phase(p, ok=True, summary="1 handler: x ok"):
     """Start the next job and finish it; returns (job, actions of both steps)."""
     job, actions = p.next_job(NOW)
@@ -110,7 +121,7 @@ def test_handler_input_is_the_normalised_event_with_phase_and_name():
 
 def test_full_life_drain_approve_started_recover():
     p = planner()
-    actions = p.observe([event()], NOW)
+    actions = observe(p, [event()], NOW)
     assert [a.action for a in actions] == ["event_seen", "policy"]
     assert "names this VM (web_0)" in actions[0].message
     assert p.pending_approvals(NOW) == []          # not before the drain
@@ -119,42 +130,42 @@ def test_full_life_drain_approve_started_recover():
     assert p.pending_approvals(NOW) == [ID_A.lower()]
     assert p.approval_sent([ID_A.lower()])[0].action == "approval_sent"
     assert p.pending_approvals(NOW) == []
-    p.observe([event(status="Started")], NOW + 5)
+    observe(p, [event(status="Started")], NOW + 5)
     job = run_phase(p)[0]
     assert job.phase == "started"
-    assert p.observe([event(status="Started")], NOW + 6) == []   # nothing new, nothing logged
+    assert observe(p, [event(status="Started")], NOW + 6) == []   # nothing new, nothing logged
     assert not p.has_work()
-    actions = p.observe([], NOW + 60)
+    actions = observe(p, [], NOW + 60)
     assert "recover is due" in actions[0].message
     job = run_phase(p)[0]
     assert job.phase == "recover"
-    assert p.records == {}                          # forgotten once recovered
+    assert all_finished(p)                          # nothing left to do once recovered
     assert not p.has_work()
 
 
 def test_event_for_another_vm_is_logged_and_never_acted_on():
     p = planner()
-    actions = p.observe([event(resources=["web_1", "web_10"])], NOW)
+    actions = observe(p, [event(resources=["web_1", "web_10"])], NOW)
     assert [a.action for a in actions] == ["event_seen"]
     assert "does not name this VM" in actions[0].message
     assert not p.has_work() and p.pending_approvals(NOW) == []
-    p.observe([event(resources=["web_1", "web_10"], status="Started")], NOW + 1)
+    observe(p, [event(resources=["web_1", "web_10"], status="Started")], NOW + 1)
     assert not p.has_work()
-    assert p.observe([], NOW + 2)[0].fields["mine"] is False
-    assert not p.has_work() and p.records == {}
+    assert observe(p, [], NOW + 2)[0].fields["mine"] is False
+    assert all_finished(p)
 
 
 def test_name_match_is_exact():
     p = planner("web_1")
-    p.observe([event(resources=["web_10", "web_11"])], NOW)
+    observe(p, [event(resources=["web_10", "web_11"])], NOW)
     assert not p.has_work()
 
 
 def test_event_ids_match_without_regard_to_case():
     p = planner()
-    p.observe([event(event_id=ID_A)], NOW)
+    observe(p, [event(event_id=ID_A)], NOW)
     run_phase(p)
-    p.observe([event(event_id=ID_A.lower(), status="Started")], NOW + 1)
+    observe(p, [event(event_id=ID_A.lower(), status="Started")], NOW + 1)
     assert len(p.records) == 1
     job = p.next_job(NOW)[0]
     assert job.phase == "started"
@@ -162,30 +173,30 @@ def test_event_ids_match_without_regard_to_case():
 
 def test_failed_drain_is_never_approved():
     p = planner()
-    p.observe([event()], NOW)
+    observe(p, [event()], NOW)
     actions = run_phase(p, ok=False, summary="1 handler: 10-lb exit 3")[1]
     withheld = [a for a in actions if a.action == "approval_withheld"]
     assert withheld and withheld[0].level == "error" and NOT_BEFORE in withheld[0].message
     assert p.pending_approvals(NOW) == []
-    p.observe([event()], NOW + 1)                    # still Scheduled: nothing changes
+    observe(p, [event()], NOW + 1)                    # still Scheduled: nothing changes
     assert p.pending_approvals(NOW + 1) == [] and not p.has_work()
     # The platform starts it at NotBefore anyway; the watcher still runs started and recover.
-    p.observe([event(status="Started")], NOW + 900)
+    observe(p, [event(status="Started")], NOW + 900)
     assert run_phase(p)[0].phase == "started"
-    p.observe([], NOW + 1000)
+    observe(p, [], NOW + 1000)
     assert run_phase(p)[0].phase == "recover"
 
 
 def test_immediate_policy_approves_at_first_sight_without_a_drain():
     p = planner(user_events_at_once=True)
-    p.observe([event(source="User")], NOW)
+    observe(p, [event(source="User")], NOW)
     assert p.pending_approvals(NOW) == [ID_A.lower()]
     assert not p.has_work()
 
 
 def test_policy_none_drains_and_never_approves():
     p = planner(rules=[{"event_types": ["Reboot"], "policy": "none"}])
-    p.observe([event()], NOW)
+    observe(p, [event()], NOW)
     actions = run_phase(p)[1]
     assert "approval_not_needed" in [a.action for a in actions]
     assert p.pending_approvals(NOW) == []
@@ -193,19 +204,19 @@ def test_policy_none_drains_and_never_approves():
 
 def test_event_first_seen_started_runs_started_then_recover_and_no_drain():
     p = planner()
-    p.observe([event(status="Started")], NOW)
+    observe(p, [event(status="Started")], NOW)
     job = run_phase(p)[0]
     assert job.phase == "started"
     assert p.records[ID_A.lower()]["drain"] is None and p.records[ID_A.lower()]["policy"] is None
-    p.observe([], NOW + 10)
+    observe(p, [], NOW + 10)
     assert run_phase(p)[0].phase == "recover"
 
 
 def test_started_waits_behind_a_running_drain():
     p = planner()
-    p.observe([event()], NOW)
+    observe(p, [event()], NOW)
     job = p.next_job(NOW)[0]
-    p.observe([event(status="Started")], NOW + 1)        # another VM approved it
+    observe(p, [event(status="Started")], NOW + 1)        # another VM approved it
     assert p.next_job(NOW + 1) == (None, [])              # one job at a time
     p.job_finished(job.key, "drain", True, "ok")
     assert p.pending_approvals(NOW + 2) == []             # already Started: nothing to approve
@@ -214,41 +225,41 @@ def test_started_waits_behind_a_running_drain():
 
 def test_cancelled_before_the_drain_started_owes_nothing():
     p = planner()
-    p.observe([event(event_id=ID_B, resources=["web_0"])], NOW)
+    observe(p, [event(event_id=ID_B, resources=["web_0"])], NOW)
     first = p.next_job(NOW)[0]
-    p.observe([event(event_id=ID_B), event(event_id=ID_C)], NOW)
-    p.observe([event(event_id=ID_B)], NOW + 1)            # ID_C cancelled while it waited
+    observe(p, [event(event_id=ID_B), event(event_id=ID_C)], NOW)
+    observe(p, [event(event_id=ID_B)], NOW + 1)            # ID_C cancelled while it waited
     p.job_finished(first.key, "drain", True, "ok")
     job, actions = p.next_job(NOW + 1)
     assert job is None
     assert "left the document before its drain" in actions[0].message
-    assert ID_C.lower() not in p.records
+    assert p.finished(ID_C.lower()) and p.records[ID_C.lower()]["drain"] == "skipped"
 
 
 def test_cancelled_after_its_drain_gets_a_recover():
     p = planner()
-    p.observe([event()], NOW)
+    observe(p, [event()], NOW)
     run_phase(p)
     p.approval_sent([ID_A.lower()])
-    actions = p.observe([], NOW + 30)
+    actions = observe(p, [], NOW + 30)
     assert "recover is due" in actions[0].message
     assert run_phase(p)[0].phase == "recover"
 
 
 def test_drain_is_skipped_once_not_before_has_passed():
     p = planner()
-    p.observe([event()], NOW + 901)
+    observe(p, [event()], NOW + 901)
     job, actions = p.next_job(NOW + 901)
     assert job is None and "NotBefore" in actions[0].message and actions[0].level == "warning"
     assert p.records[ID_A.lower()]["drain"] == "skipped"
     assert p.pending_approvals(NOW + 901) == []
-    p.observe([], NOW + 1000)
-    assert not p.has_work() and p.records == {}
+    observe(p, [], NOW + 1000)
+    assert all_finished(p)
 
 
 def test_several_events_queue_in_order_and_run_one_at_a_time():
     p = planner()
-    p.observe([event(event_id=ID_A), event(event_id=ID_B, event_type="Redeploy")], NOW)
+    observe(p, [event(event_id=ID_A), event(event_id=ID_B, event_type="Redeploy")], NOW)
     order = []
     while p.has_work():
         job = run_phase(p)[0]
@@ -263,18 +274,18 @@ def test_several_events_queue_in_order_and_run_one_at_a_time():
 
 def test_retryable_approval_failure_is_retried_after_its_backoff_while_scheduled():
     p = planner(user_events_at_once=True)
-    p.observe([event(source="User")], NOW)
+    observe(p, [event(source="User")], NOW)
     actions = p.approval_failed([ID_A.lower()], "HTTP 500", NOW + 2)
     assert actions[0].level == "error" and "trying again" in actions[0].message
     assert p.pending_approvals(NOW + 1) == []
     assert p.pending_approvals(NOW + 2) == [ID_A.lower()]
-    p.observe([event(source="User", status="Started")], NOW + 3)
+    observe(p, [event(source="User", status="Started")], NOW + 3)
     assert p.pending_approvals(NOW + 3) == []
 
 
 def test_approval_failure_that_is_not_retryable_stops_trying():
     p = planner(user_events_at_once=True)
-    p.observe([event(source="User")], NOW)
+    observe(p, [event(source="User")], NOW)
     actions = p.approval_failed([ID_A.lower()], "HTTP 400", None)
     assert "not retried" in actions[0].message
     assert p.pending_approvals(NOW + 100) == []
@@ -287,80 +298,81 @@ def test_approval_failure_that_is_not_retryable_stops_trying():
 def restarted(p):
     """A new planner over the same records, as after a crash (the queue lived in memory)."""
     fresh = Planner(p.resource_name, p.approval, json.loads(json.dumps(p.records)))
+    fresh.test_incarnation = getattr(p, "test_incarnation", 0)
     return fresh, fresh.restore()
 
 
 def test_drain_cut_short_by_a_restart_is_not_run_again_and_not_approved():
     p = planner()
-    p.observe([event()], NOW)
+    observe(p, [event()], NOW)
     p.next_job(NOW)                                     # drain running when the process dies
     p, actions = restarted(p)
     assert [a.action for a in actions] == ["drain_interrupted"]
     assert actions[0].level == "error" and "not run again" in actions[0].message
-    p.observe([event()], NOW + 5)
+    observe(p, [event()], NOW + 5)
     assert not p.has_work() and p.pending_approvals(NOW + 5) == []
-    p.observe([event(status="Started")], NOW + 900)
+    observe(p, [event(status="Started")], NOW + 900)
     assert run_phase(p)[0].phase == "started"
-    p.observe([], NOW + 1000)
+    observe(p, [], NOW + 1000)
     job = run_phase(p)[0]
     assert job.phase == "recover"
-    assert not p.has_work() and p.records == {}
+    assert all_finished(p)
 
 
 def test_drain_that_was_queued_but_not_started_runs_after_a_restart():
     p = planner()
-    p.observe([event(event_id=ID_A), event(event_id=ID_B)], NOW)
+    observe(p, [event(event_id=ID_A), event(event_id=ID_B)], NOW)
     run_phase(p)                                        # A drained; B still waiting when killed
     p, actions = restarted(p)
     assert actions == []
-    p.observe([event(event_id=ID_A), event(event_id=ID_B)], NOW + 1)
+    observe(p, [event(event_id=ID_A), event(event_id=ID_B)], NOW + 1)
     assert run_phase(p)[0].event["event_id"] == ID_B
     assert not p.has_work()
 
 
 def test_drain_succeeded_but_approval_not_sent_before_the_kill_is_approved_after_restart():
     p = planner()
-    p.observe([event()], NOW)
+    observe(p, [event()], NOW)
     run_phase(p)
     p = restarted(p)[0]
-    p.observe([event()], NOW + 2)
+    observe(p, [event()], NOW + 2)
     assert p.pending_approvals(NOW + 2) == [ID_A.lower()]
     assert not p.has_work()
 
 
 def test_event_that_vanished_while_the_watcher_was_down_still_gets_its_recover():
     p = planner()
-    p.observe([event()], NOW)
+    observe(p, [event()], NOW)
     run_phase(p)
     p.approval_sent([ID_A.lower()])
     p, actions = restarted(p)
     assert actions == []
-    p.observe([], NOW + 600)
+    observe(p, [], NOW + 600)
     job = run_phase(p)[0]
     assert job.phase == "recover"
 
 
 def test_recover_cut_short_by_a_restart_runs_again():
     p = planner()
-    p.observe([event()], NOW)
+    observe(p, [event()], NOW)
     run_phase(p)
-    p.observe([], NOW + 10)
+    observe(p, [], NOW + 10)
     p.next_job(NOW + 10)                               # recover running when killed
     p, actions = restarted(p)
     assert [a.action for a in actions] == ["recover_interrupted"]
-    p.observe([], NOW + 20)
+    observe(p, [], NOW + 20)
     assert run_phase(p)[0].phase == "recover"
-    assert p.records == {}
+    assert all_finished(p)
 
 
 def test_started_cut_short_is_not_rerun_but_still_owes_recover():
     p = planner()
-    p.observe([event(status="Started")], NOW)
+    observe(p, [event(status="Started")], NOW)
     p.next_job(NOW)
     p, actions = restarted(p)
     assert [a.action for a in actions] == ["started_interrupted"]
-    p.observe([event(status="Started")], NOW + 1)
+    observe(p, [event(status="Started")], NOW + 1)
     assert not p.has_work()
     assert owes_recover(p.records[ID_A.lower()])
-    p.observe([], NOW + 2)
+    observe(p, [], NOW + 2)
     assert run_phase(p)[0].phase == "recover"

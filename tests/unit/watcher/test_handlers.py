@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 from watcher_handlers import PhaseRunner, discover, permission_problem
 
@@ -81,7 +82,7 @@ def test_group_or_other_writable_handlers_and_directories_are_refused(tmp_path):
     assert "not executable" in permission_problem(path)
     os.chmod(path, 0o755)
     os.chmod(os.path.dirname(path), 0o777)
-    assert "its directory" in permission_problem(path)
+    assert "the directory %s is writable by group or others" % os.path.dirname(path) in permission_problem(path)
 
 
 def test_handlers_owned_by_someone_else_are_refused(tmp_path, monkeypatch):
@@ -136,7 +137,10 @@ def test_event_data_never_reaches_a_shell(tmp_path):
     assert not marker.exists()
     argv, kwargs = calls[0]
     assert isinstance(argv, list) and kwargs["shell"] is False
-    assert argv == [str(tmp_path / "handlers" / "drain" / "10-echo")]
+    # The gate (a Python interpreter that execs the handler once its record is written) comes
+    # first; the handler's own argument list ends it, unchanged, and no argument holds event data.
+    assert argv[0] == sys.executable and argv[-1] == str(tmp_path / "handlers" / "drain" / "10-echo")
+    assert not any(hostile in argument for argument in argv)
     assert kwargs["env"]["SE_DESCRIPTION"] == hostile
 
 
