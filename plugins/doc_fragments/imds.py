@@ -21,6 +21,9 @@ options:
       - Point it at the mock (for example V(http://127.0.0.1:8080/vm/web_0)) to test playbooks.
       - The service is always reached directly; proxy settings in the environment are ignored and
         redirects are refused.
+      - It must be an V(http://) or V(https://) URL with a host, a port from 1 to 65535 when one is
+        given, and no whitespace, control or non-ASCII characters, query, fragment or credentials.
+        E(AZURE_IMDS_URL) is checked the same way. A URL that is not is refused before any request.
     type: str
   api_version:
     description:
@@ -31,10 +34,13 @@ options:
     choices: ['2017-03-01', '2017-08-01', '2017-11-01', '2019-01-01', '2019-04-01', '2019-08-01', '2020-07-01']
   request_timeout:
     description:
-      - Seconds to wait for one answer from IMDS once connected.
+      - Seconds one request to IMDS may take in all, from connecting to the last byte of the answer;
+        an answer that trickles in slowly does not extend it. Answers larger than 1 MiB are refused
+        (a Scheduled Events document is a few KiB).
       - The first request to Scheduled Events after a quiet day can take up to two minutes while
         the service switches itself on, hence the long default. Connecting has its own short
         timeout of 5 seconds, so a machine that is not an Azure VM fails fast.
+      - A number of seconds from 0.1 to 86400.
     type: float
     default: 120
   retry_timeout:
@@ -44,7 +50,10 @@ options:
         connections, empty or non-JSON answers). Other 4xx answers are never retried.
       - Failing to connect at all is retried for 5 seconds only, then reported as "no Instance
         Metadata Service".
+      - A C(Retry-After) asked by IMDS is honoured up to 60 seconds and never past this deadline;
+        when it would pass it, the module fails at once saying so.
       - V(0) disables retries.
+      - A number of seconds from 0 to 86400.
     type: float
     default: 90
   resource_name:

@@ -68,6 +68,9 @@ notes:
     event; approving twice is harmless.
   - This VM's name is read from IMDS when O(resource_name) is not set and O(this_host_only) or
     O(leader_only) needs it.
+  - An event of the document whose C(EventId) cannot be read (not a string, or not a GUID) is never
+    approved, since an approval names the event by its C(EventId). The module warns about it and
+    goes on with the other events; it is left out of every list it returns.
 seealso:
   - module: azure_imds.scheduled_events.scheduled_event_info
   - name: Azure Scheduled Events for Linux VMs
@@ -205,11 +208,23 @@ class Plan:
     """What one run does with each selected event; the same in check mode and for real."""
 
     def __init__(self, events, name, leader_only):
-        self.events = events
+        self.events = []
         self.approve = []
         self.already_started = []
         self.not_leader = []
+        #: Warnings for selected events that are never approved because their EventId could not be read.
+        self.unapprovable = []
         for event in events:
+            if not _imds.is_event_id(event["event_id"]):
+                # Without its own EventId an approval would start nothing or, worse, another event.
+                problem = ("could not be read" if event["event_id"] is None
+                           else "%r is not a GUID" % (event["event_id"],))
+                self.unapprovable.append(
+                    "Not approved: a selected event (EventType %r) whose EventId %s (see the warning about the document). "
+                    "An approval names the event by its EventId, so this one cannot be approved; the other events "
+                    "are handled as usual." % (event.get("event_type"), problem))
+                continue
+            self.events.append(event)
             if event["event_status"] == "Started":
                 self.already_started.append(event["event_id"])
             elif event["event_status"] != "Scheduled":
@@ -247,6 +262,8 @@ def approve(module, client, runtime):
         not_this_host = [event_id for event_id in wanted
                          if scheduled.find(event_id) is not None and not _imds.affects(scheduled.find(event_id), name)]
     plan = Plan(selected, name, params["leader_only"])
+    for warning in plan.unapprovable:
+        module.warn(warning)
     if plan.approve and not module.check_mode:
         client.approve(plan.approve)
     module.exit_json(

@@ -50,6 +50,7 @@ options:
         once if the first read already differs), or after O(max_wait) seconds with the last
         document it read.
       - Compare incarnations only for equality; IMDS may skip numbers.
+      - A whole number from 0 to 9223372036854775807.
     type: int
   max_wait:
     description:
@@ -60,8 +61,10 @@ options:
       - IMDS failures during the wait are polled through until the time is up; the module fails only
         when it read no document at all, with the last error. Before the first document, failures
         that would repeat (nothing listening, 400, redirects) fail at once.
-      - O(retry_timeout) and O(request_timeout) of each poll are cut to the time left (a read is
-        given at least one second), so the wait ends within about one second of O(max_wait).
+      - Every read of the wait shares one deadline of O(max_wait) seconds; within it each read keeps
+        its own O(request_timeout) and O(retry_timeout). No read starts after it, so the wait ends by
+        O(max_wait).
+      - A number of seconds from 0 to 86400.
     type: float
     default: 0
   poll_interval:
@@ -70,9 +73,14 @@ options:
         until the document changes.
       - Seconds between two reads while waiting. IMDS suggests polling once a second and allows five
         requests per second per VM for all callers together.
+      - A number of seconds from 0.2 to 86400.
     type: float
     default: 1
 notes:
+  - A field of the document that cannot be read (a value of the wrong type, an unreadable
+    C(NotBefore)) is returned as V(null) (C(resources) as an empty list, or as a one-element list when
+    IMDS sent one string), and the module warns naming the event and the field. The other events are
+    not affected. An entry of C(Events) that is not an object is left out with a warning.
   - This VM's name is read from IMDS when O(resource_name) is not set. If IMDS answers 404 for it and
     O(this_host_only) is false, the module goes on with RV(resource_name=null), warns, and reports
     RV(events[].affects_this_host=false) for every event; with O(this_host_only=true) it fails.
@@ -254,6 +262,9 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _events, _imds, _options
 
+# Microsoft suggests polling once a second.
+DEFAULT_POLL_INTERVAL = 1.0
+
 
 def argument_spec():
     spec = _options.imds_argument_spec()
@@ -262,17 +273,13 @@ def argument_spec():
         this_host_only=dict(type="bool", default=False),
         changed_since=dict(type="int"),
         max_wait=dict(type="float", default=0.0),
-        poll_interval=dict(type="float", default=1.0),
+        poll_interval=dict(type="float", default=DEFAULT_POLL_INTERVAL),
     )
     return spec
 
 
 def check_watch_options(params):
-    if params["max_wait"] < 0:
-        raise _imds.ImdsInputError("max_wait must be zero or a positive number of seconds, got %r." % params["max_wait"])
-    if params["poll_interval"] <= 0:
-        raise _imds.ImdsInputError("poll_interval must be a positive number of seconds, got %r."
-                                   % params["poll_interval"])
+    # The ranges of the numbers were checked where they entered (_options.check_numbers).
     if params["max_wait"] > 0 and params["changed_since"] is None:
         raise _imds.ImdsInputError(
             "max_wait waits for the document to change from changed_since, which is not set. Set changed_since to "

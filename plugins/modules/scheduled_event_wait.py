@@ -92,6 +92,7 @@ options:
         earlier M(azure_imds.scheduled_events.scheduled_event_info) read; when the document already
         differs, the wait ends at once.
       - Only valid with O(state=changed).
+      - A whole number from 0 to 9223372036854775807.
     type: int
   this_host_only:
     description:
@@ -105,20 +106,23 @@ options:
       - The default covers a Reboot from its announcement to its end (15 minutes of notice, then
         about 10 minutes Started).
       - V(0) reads the document once.
+      - A number of seconds from 0 to 86400.
     type: float
     default: 1800
   delay:
     description:
       - Number of seconds to wait before the first read.
       - The first read also sets the starting point of O(state=completed) and O(state=changed).
+      - A number of seconds from 0 to 86400.
     type: float
     default: 0
   sleep:
     description:
       - Number of seconds between two reads of the document on the managed host, and between two
         attempts after a failure.
-      - At least V(0.2); IMDS allows five requests per second per VM across every caller, and
-        Microsoft recommends once a second.
+      - IMDS allows five requests per second per VM across every caller, and Microsoft recommends
+        once a second.
+      - A number of seconds from 0.2 to 86400.
     type: float
     default: 1
   msg:

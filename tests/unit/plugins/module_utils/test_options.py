@@ -21,6 +21,12 @@ def _compare(doc_text, spec):
         assert default == arg.get("default"), name
         assert doc.get("required", False) == arg.get("required", False), name
         assert doc["description"], name
+        if arg["type"] in ("int", "float"):
+            # Every number has a checked range, and the documentation states it as the check does.
+            assert name in _options.NUMBER_RANGES, name
+            description = " ".join(doc["description"] if isinstance(doc["description"], list)
+                                   else [doc["description"]])
+            assert _options.range_text(name) in " ".join(description.split()), (name, _options.range_text(name))
 
 
 def test_connection_fragment_matches_argspec():
@@ -48,6 +54,13 @@ def test_malformed_event_id_filter_is_refused():
 def test_unknown_event_type_is_kept_with_a_warning():
     warnings = _options.check_filters({"event_types": ["Freeze", "Hibernate"]})
     assert len(warnings) == 1 and "'Hibernate'" in warnings[0]
+
+
+def test_fragment_defaults_are_the_client_constants():
+    spec = _options.imds_argument_spec()
+    assert spec["request_timeout"]["default"] == _imds.DEFAULT_REQUEST_TIMEOUT
+    assert spec["retry_timeout"]["default"] == _imds.DEFAULT_RETRY_TIMEOUT
+    assert spec["api_version"]["default"] == _imds.DEFAULT_API_VERSION
 
 
 def test_client_from_params_uses_the_options():
