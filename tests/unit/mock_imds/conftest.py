@@ -82,6 +82,7 @@ class Client(object):
         hdrs.update(headers or {})
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode("utf-8")
+            hdrs.setdefault("Content-Type", "application/json")
         self.conn.request(method, full, body=body, headers=hdrs)
         response = self.conn.getresponse()
         return Answer(response.status, response, response.read())

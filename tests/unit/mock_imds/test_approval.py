@@ -98,23 +98,67 @@ def test_event_of_another_vm_is_unknown_to_this_vm(start):
     assert status_of(client, "a", event_id) == "Scheduled"
 
 
-def test_approval_by_a_vm_not_in_resources_is_accepted_audited_and_does_not_start(pair):
+def test_approval_by_a_set_member_not_in_resources_starts_it_for_all(pair):
+    # The documentation's Scope section: events are delivered to, and can be approved by, every
+    # VM of the availability set; a secondary may approve for an unresponsive primary.
     mock, client, event_id = pair
     assert client.approve("web_2", event_id).status == 200
+    for vm in ("web_0", "web_1", "web_2"):
+        assert status_of(client, vm, event_id) == "Started"
+    (approval,) = mock.audit()["approvals"]
+    assert (approval["vm"], approval["not_in_resources"], approval["started"]) == ("web_2", [event_id], [event_id])
+    assert mock.state.event(event_id)["approvals"][0]["in_resources"] is False
+    (transition,) = [t for t in mock.audit()["transitions"] if t["to"] == "Started"]
+    assert transition["cause"] == "approval"
+
+
+def test_scale_set_member_approves_for_the_placement_group(start):
+    mock, client = start(fleet={"groups": [{"name": "ss", "kind": "scale_set", "vms": ["ss_0", "ss_1", "ss_2"]}]})
+    event_id = mock.add_event(event_type="Freeze", resources=["ss_1"])["event_id"]
+    assert client.approve("ss_0", event_id).status == 200
+    assert status_of(client, "ss_1", event_id) == "Started"
+
+
+def test_a_vm_outside_the_group_cannot_approve(start):
+    fleet = {"groups": [FLEET["groups"][0], {"name": "avset2", "kind": "availability_set", "vms": ["db_0", "db_1"]}]}
+    mock, client = start(fleet=fleet)
+    event_id = mock.add_event(event_type="Reboot", resources=["web_0"])["event_id"]
+    assert client.approve("db_0", event_id).status == 200
     assert status_of(client, "web_0", event_id) == "Scheduled"
     (approval,) = mock.audit()["approvals"]
-    assert (approval["vm"], approval["not_in_resources"], approval["started"]) == ("web_2", [event_id], [])
-    assert mock.state.event(event_id)["approvals"][0]["in_resources"] is False
+    assert approval["unknown_event_ids"] == [event_id] and approval["started"] == []
 
 
-def test_mode_all_waits_for_every_named_vm(start):
+def test_gpu_single_fault_domain_scale_set_sees_and_approves_only_its_own(start):
+    fleet = {"groups": [{"name": "gpu", "kind": "scale_set", "vms": ["gpu_0", "gpu_1"],
+                         "gpu_single_fault_domain": True}]}
+    mock, client = start(fleet=fleet, unknown_event_ids="reject")
+    event_id = mock.add_event(event_type="Reboot", resources=["gpu_0"])["event_id"]
+    assert client.doc(vm="gpu_1")["Events"] == []
+    assert client.approve("gpu_1", event_id).status == 400
+    assert status_of(client, "gpu_0", event_id) == "Scheduled"
+    assert client.approve("gpu_0", event_id).status == 200
+    assert status_of(client, "gpu_0", event_id) == "Started"
+
+
+def test_mode_all_waits_for_the_other_tenants_of_the_host(start):
     mock, client = start(fleet=FLEET, approval_mode="all")
     event_id = mock.add_event(event_type="Reboot", resources=["web_0", "web_1"])["event_id"]
     client.approve("web_0", event_id)
-    client.approve("web_0", event_id)
     assert status_of(client, "web_1", event_id) == "Scheduled"
-    client.approve("web_1", event_id)
-    assert status_of(client, "web_1", event_id) == "Started"
+    assert mock.audit()["approvals"][0]["started"] == []
+    view = mock.state.event_action(event_id, "approve_tenants")
+    assert view["tenants_approved"] is True and view["status"] == "Started"
+    for vm in ("web_0", "web_1", "web_2"):
+        assert status_of(client, vm, event_id) == "Started"
+
+
+def test_mode_all_tenants_first_then_one_group_approval(start):
+    mock, client = start(fleet=FLEET, approval_mode="all")
+    event_id = mock.add_event(event_type="Reboot", resources=["web_0", "web_1"])["event_id"]
+    assert mock.state.event_action(event_id, "approve_tenants")["status"] == "Scheduled"
+    client.approve("web_2", event_id)
+    assert status_of(client, "web_0", event_id) == "Started"
 
 
 def test_mode_all_still_starts_at_not_before(start):

@@ -154,7 +154,8 @@ def test_errors_are_json_naming_the_problem(start):
     _mock, client = start()
     assert call(client, "GET", "nothing")[0] == 404
     assert call(client, "PUT", "state")[0] == 404
-    answer = client.request("POST", "/_mock/events", body=b"{not json", metadata=False)
+    answer = client.request("POST", "/_mock/events", body=b"{not json", metadata=False,
+                            headers={"Content-Type": "application/json"})
     assert answer.status == 400 and "not JSON" in answer.json()["error"]
     assert call(client, "POST", "events", [1, 2])[0] == 400
 

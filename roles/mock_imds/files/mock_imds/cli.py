@@ -13,7 +13,7 @@ import socket
 import sys
 import threading
 
-from .checks import MockError, _check_keys
+from .checks import MockError, _check_keys, read_json_file
 from .fleet import parse_fleet_spec
 from .rules import APPROVAL_MODES, DEFAULT_VM_NAME, UNKNOWN_ID_POLICIES
 from .scenarios import BUILTIN_SCENARIOS
@@ -59,12 +59,7 @@ def _cli_fleet(specs):
     doc_default = None
     for spec in specs:
         if spec.endswith(".json") or os.path.isfile(spec):
-            try:
-                with open(spec, "rb") as handle:
-                    doc = json.loads(handle.read().decode("utf-8"))
-            except (OSError, ValueError) as exc:
-                raise MockError("--fleet %s is not readable JSON (%s); give a fleet JSON file or KIND:VM,VM"
-                                % (spec, exc))
+            doc = read_json_file(spec, "--fleet", "give a fleet JSON file or KIND:VM,VM")
             _check_keys(doc, ("default_vm", "groups"), "fleet file %s" % spec)
             groups.extend(doc.get("groups") or [])
             doc_default = doc.get("default_vm") or doc_default

@@ -8,19 +8,28 @@ from __future__ import print_function
 import datetime
 import email.utils
 
+# Simulated time stays within these bounds (1971 to 9000): every instant the mock may print is
+# inside what datetime can format, whatever speed and advances a caller asked for.
+SIM_TIME_MIN = 365 * 86400.0
+SIM_TIME_MAX = 221845392000.0
+MAX_START_TIME = SIM_TIME_MAX - 100 * 365 * 86400.0
+
+
+def clamp_time(epoch):
+    return min(max(epoch, SIM_TIME_MIN), SIM_TIME_MAX)
 
 
 def iso_utc(epoch):
     """ISO 8601 UTC with milliseconds: 2022-04-11T22:26:58.000Z."""
     if epoch is None:
         return None
-    dt = datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc)
+    dt = datetime.datetime.fromtimestamp(clamp_time(epoch), datetime.timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (dt.microsecond // 1000)
 
 
 def rfc1123(epoch):
     """NotBefore as IMDS writes it: Mon, 11 Apr 2022 22:26:58 GMT."""
-    return email.utils.formatdate(int(epoch), usegmt=True)
+    return email.utils.formatdate(int(clamp_time(epoch)), usegmt=True)
 
 
 def parse_iso(text):
@@ -30,6 +39,8 @@ def parse_iso(text):
     value = text.strip()
     if value.endswith(("Z", "z")):
         value = value[:-1] + "+00:00"
+    if len(value) > 64:
+        raise ValueError("too long")
     dt = datetime.datetime.fromisoformat(value)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=datetime.timezone.utc)

@@ -5,9 +5,9 @@
 
 from __future__ import print_function
 
-import json
+import re
 
-from .checks import MockError, _check_keys
+from .checks import MockError, _check_keys, parse_json
 from .rules import CONTROL_PREFIX, _parse_query
 from .scenarios import BUILTIN_SCENARIOS
 
@@ -19,12 +19,15 @@ def _query_args(query):
     return params
 
 
+_SEQ_RE = re.compile(r"\A[0-9]{1,18}\Z")
+
+
 def _since(params):
     value = params.get("since")
     if value is None:
         return None
-    if not value.isdigit():
-        raise MockError("since must be a sequence number (an integer), got %r" % value)
+    if not _SEQ_RE.match(value):
+        raise MockError("since must be a sequence number (an integer of up to 18 digits), got %r" % value[:40])
     return int(value)
 
 
@@ -37,10 +40,7 @@ def _control_vm(state, params):
 
 def control(state, method, path, query, body):
     """Run one control call; returns (status, JSON-able object). path starts after /_mock/."""
-    try:
-        doc = json.loads(body.decode("utf-8")) if body and body.strip() else {}
-    except ValueError as exc:
-        raise MockError("the request body is not JSON (%s)" % exc)
+    doc = parse_json(body, "the request body") if body and body.strip() else {}
     parts = [p for p in path.split("/") if p]
     route = "/".join(parts[:1])
     params = _query_args(query)
@@ -75,7 +75,7 @@ def control(state, method, path, query, body):
         if method == "GET":
             return 200, state.config()
         if method == "POST":
-            return 200, state.configure(**doc)
+            return 200, state.configure(doc)
     if route == "reset" and len(parts) == 1 and method == "POST":
         _check_keys(doc, ("fleet", "start_time"), "reset body")
         return 200, state.reset(fleet=doc.get("fleet"), start_time=doc.get("start_time"))
@@ -85,7 +85,7 @@ def control(state, method, path, query, body):
         if method == "POST":
             return 200, state.set_fleet(doc)
     if route == "scenario" and len(parts) == 1 and method == "POST":
-        return 200, state.load_scenario(doc)
+        return 200, state.load_scenario(doc, files=False)
     if route == "scenarios" and len(parts) == 1 and method == "GET":
         return 200, dict((name, s["description"]) for name, s in sorted(BUILTIN_SCENARIOS.items()))
     if route == "audit" and len(parts) == 1 and method == "GET":

@@ -7,7 +7,7 @@ from __future__ import print_function
 
 import collections
 
-from .checks import MockError, _check_keys, _choice, _number
+from .checks import MAX_TEXT, MockError, _check_keys, _choice, _number, _string, _string_list
 from .clock import iso_utc, rfc1123
 from .rules import (
     DEFAULT_DURATION,
@@ -34,7 +34,7 @@ class Event(object):
     __slots__ = (
         "event_id", "event_type", "resources", "resource_type", "event_source", "description",
         "duration_in_seconds", "notice", "duration", "initial_status", "audience",
-        "status", "appear_at", "not_before", "cancel_at", "started_at", "ended_at", "approvals",
+        "status", "appear_at", "not_before", "cancel_at", "started_at", "ended_at", "approvals", "tenants_approved",
     )
 
     def next_transition(self):
@@ -95,6 +95,7 @@ class Event(object):
             ("ended_at", iso_utc(self.ended_at)),
             ("visible_to", sorted(self.audience)),
             ("approvals", [dict(a) for a in self.approvals]),
+            ("tenants_approved", self.tenants_approved),
         ))
 
 
@@ -103,16 +104,16 @@ def normalize_event_spec(spec, where, fleet):
     _check_keys(spec, EVENT_SPEC_KEYS, where)
     out = {}
     event_type = spec.get("event_type")
-    if not isinstance(event_type, str) or not event_type:
+    if not isinstance(event_type, str) or not event_type.strip():
         raise MockError("%s.event_type must be a non-empty string such as %s" % (where, ", ".join(EVENT_TYPES)))
-    out["event_type"] = event_type
-    resources = spec.get("resources", [fleet.default_vm])
-    if not isinstance(resources, list) or not resources or not all(isinstance(r, str) for r in resources):
+    out["event_type"] = _string(event_type, where + ".event_type", maximum=64)
+    resources = _string_list(spec.get("resources", [fleet.default_vm]), where + ".resources")
+    if not resources:
         raise MockError("%s.resources must be a non-empty list of VM names" % where)
     unknown = [r for r in resources if r not in fleet.vms]
     if unknown:
         raise MockError("%s.resources names VMs that are not in the fleet: %s (fleet: %s); add them to the fleet "
-                        "first" % (where, ", ".join(unknown), ", ".join(fleet.vms)))
+                        "first" % (where, ", ".join(unknown[:10]), ", ".join(list(fleet.vms)[:20])))
     out["resources"] = list(resources)
     out["status"] = _choice(spec.get("status", SCHEDULED), where + ".status", VISIBLE_STATES)
     out["at"] = _number(spec.get("at", 0), where + ".at", minimum=0)
@@ -120,19 +121,13 @@ def normalize_event_spec(spec, where, fleet):
                             where + ".notice", minimum=0)
     out["duration"] = _number(spec.get("duration", DEFAULT_DURATION), where + ".duration", minimum=0)
     out["event_source"] = _choice(spec.get("event_source", "Platform"), where + ".event_source", ("Platform", "User"))
-    description = spec.get("description", "")
-    if not isinstance(description, str):
-        raise MockError("%s.description must be a string" % where)
-    out["description"] = description
+    out["description"] = _string(spec.get("description", ""), where + ".description", maximum=MAX_TEXT, empty=True)
     out["duration_in_seconds"] = _number(spec.get("duration_in_seconds", -1), where + ".duration_in_seconds",
                                          minimum=-1, integer=True)
-    resource_type = spec.get("resource_type", "VirtualMachine")
-    if not isinstance(resource_type, str) or not resource_type:
-        raise MockError("%s.resource_type must be a non-empty string" % where)
-    out["resource_type"] = resource_type
+    out["resource_type"] = _string(spec.get("resource_type", "VirtualMachine"), where + ".resource_type", maximum=64)
     event_id = spec.get("event_id")
-    if event_id is not None and (not isinstance(event_id, str) or not event_id.strip()):
-        raise MockError("%s.event_id must be a non-empty string (a GUID, like IMDS uses)" % where)
+    if event_id is not None:
+        event_id = _string(event_id, where + ".event_id (a GUID, like IMDS uses)", maximum=128)
     out["event_id"] = event_id
     cancel_at = spec.get("cancel_at")
     if cancel_at is not None:

@@ -9,18 +9,26 @@ import collections
 import copy
 import uuid
 
-from .checks import MockError, _check_keys
+from .checks import MockError, _check_keys, _string
 from .rules import BROADCAST_KINDS, DEFAULT_VM_NAME, KIND_ALIASES, STANDALONE, _NAMESPACE, _VM_NAME_RE
 
 
-class Vm(object):
-    __slots__ = ("name", "group", "kind", "index", "members", "instance")
+# Enough for a large fleet benchmark; every VM carries its own instance document in memory.
+MAX_FLEET_VMS = 5000
+# CLI short kinds that are a scale set with the GPU single-fault-domain flag set.
+GPU_FD1_KINDS = ("vmss_gpu_fd1", "scale_set_gpu_fd1")
+GPU_FD1_KEY = "gpu_single_fault_domain"
 
-    def __init__(self, name, group, kind, index):
+
+class Vm(object):
+    __slots__ = ("name", "group", "kind", "index", "members", "instance", "gpu_fd1")
+
+    def __init__(self, name, group, kind, index, gpu_fd1=False):
         self.name = name
         self.group = group
         self.kind = kind
         self.index = index
+        self.gpu_fd1 = gpu_fd1
         self.members = frozenset([name])  # who sees an event that names this VM
         self.instance = None
 
@@ -28,26 +36,27 @@ class Vm(object):
 def parse_fleet_spec(spec, number=1):
     """CLI short form `KIND:vm,vm` or `KIND:GROUP:vm,vm` -> a fleet group dict."""
     parts = spec.split(":")
-    if len(parts) not in (2, 3) or parts[0] not in KIND_ALIASES:
+    if len(parts) not in (2, 3) or (parts[0] not in KIND_ALIASES and parts[0] not in GPU_FD1_KINDS):
         raise MockError("--fleet %r: expected KIND:VM,VM or KIND:GROUP:VM,VM with KIND one of avset, vmss, "
-                        "zonal (or a JSON file path)" % (spec,))
-    kind = KIND_ALIASES[parts[0]]
+                        "vmss_gpu_fd1, zonal (or a JSON file path)" % (spec,))
     name = parts[1] if len(parts) == 3 else "%s%d" % (parts[0], number)
     vms = [v for v in parts[-1].split(",") if v]
-    return {"name": name, "kind": kind, "vms": vms}
+    if parts[0] in GPU_FD1_KINDS:
+        return {"name": name, "kind": "scale_set", "vms": vms, GPU_FD1_KEY: True}
+    return {"name": name, "kind": KIND_ALIASES[parts[0]], "vms": vms}
 
 
 class Fleet(object):
     """VMs by name, their groups and their instance metadata; built from a fleet document."""
 
-    GROUP_KEYS = ("name", "kind", "vms", "compute")
+    GROUP_KEYS = ("name", "kind", "vms", "compute", GPU_FD1_KEY)
 
     def __init__(self, doc=None, default_vm=None):
         doc = {} if doc is None else doc
         _check_keys(doc, ("default_vm", "groups"), "fleet")
         groups = doc.get("groups", [])
-        if not isinstance(groups, list):
-            raise MockError("fleet.groups must be a list of {name, kind, vms} objects")
+        if not isinstance(groups, list) or len(groups) > MAX_FLEET_VMS:
+            raise MockError("fleet.groups must be a list of at most %d {name, kind, vms} objects" % MAX_FLEET_VMS)
         self.default_vm = default_vm or doc.get("default_vm") or DEFAULT_VM_NAME
         self._check_name(self.default_vm, "fleet.default_vm")
         self.groups = []
@@ -57,21 +66,30 @@ class Fleet(object):
             where = "fleet.groups[%d]" % number
             _check_keys(group, self.GROUP_KEYS, where)
             name, kind, members = group.get("name"), group.get("kind"), group.get("vms")
-            if not isinstance(name, str) or not name or name in group_names:
-                raise MockError("%s.name must be a unique non-empty string, got %r" % (where, name))
+            _string(name, where + ".name", maximum=80)
+            if name in group_names:
+                raise MockError("%s.name must be unique: %r names two groups" % (where, name))
             group_names.add(name)
-            if kind not in KIND_ALIASES:
+            if not isinstance(kind, str) or kind not in KIND_ALIASES:
                 raise MockError("%s.kind must be one of availability_set, scale_set, zonal (or avset, vmss), "
                                 "got %r" % (where, kind))
             kind = KIND_ALIASES[kind]
             if not isinstance(members, list) or not members:
                 raise MockError("%s.vms must be a non-empty list of VM names" % where)
+            if len(self.vms) + len(members) > MAX_FLEET_VMS:
+                raise MockError("fleet: at most %d VMs in all; split the test or use fewer VMs" % MAX_FLEET_VMS)
             compute = group.get("compute", {})
             if not isinstance(compute, dict):
                 raise MockError("%s.compute must be an object of compute fields to override" % where)
+            gpu_fd1 = group.get(GPU_FD1_KEY, False)
+            if not isinstance(gpu_fd1, bool) or (gpu_fd1 and kind != "scale_set"):
+                raise MockError("%s.%s must be true or false, and true only for a scale_set (GPU VMs in a scale set "
+                                "with one fault domain see only their own events), got %r" % (where, GPU_FD1_KEY, gpu_fd1))
             canon = {"name": name, "kind": kind, "vms": list(members)}
             if compute:
                 canon["compute"] = dict(compute)
+            if gpu_fd1:
+                canon[GPU_FD1_KEY] = True
             self.groups.append(canon)
             vms = []
             for index, vm_name in enumerate(members):
@@ -79,10 +97,10 @@ class Fleet(object):
                 if vm_name in self.vms:
                     raise MockError("%s: VM %r is already in another group; VM names must be unique"
                                     % (where, vm_name))
-                vm = Vm(vm_name, name, kind, index)
+                vm = Vm(vm_name, name, kind, index, gpu_fd1)
                 self.vms[vm_name] = vm
                 vms.append(vm)
-            if kind in BROADCAST_KINDS:
+            if kind in BROADCAST_KINDS and not gpu_fd1:
                 members_set = frozenset(vm.name for vm in vms)
                 for vm in vms:
                     vm.members = members_set
@@ -96,7 +114,7 @@ class Fleet(object):
 
     @staticmethod
     def _check_name(name, where):
-        if not isinstance(name, str) or not _VM_NAME_RE.match(name):
+        if not isinstance(name, str) or not _VM_NAME_RE.fullmatch(name):
             raise MockError("%s: %r is not a usable VM name (letters, digits, '_', '.', '-'; up to 80 "
                             "characters, starting with a letter or digit)" % (where, name))
 
@@ -167,7 +185,7 @@ def _instance_document(vm, number, overrides):
         "version": "22.04.202404080",
         "vmId": str(uuid.uuid5(_NAMESPACE, "vm/" + vm.name)),
         "vmScaleSetName": scale_set,
-        "vmSize": "Standard_D2s_v5",
+        "vmSize": "Standard_ND96asr_v4" if vm.gpu_fd1 else "Standard_D2s_v5",
         "zone": zone,
     }
     compute.update(overrides)

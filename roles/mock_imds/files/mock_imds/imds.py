@@ -25,6 +25,7 @@ from .rules import (
     INSTANCE_ACCEPTS,
     JSON_TYPE,
     PATH_INSTANCE,
+    HEADERLESS_VERSIONS,
     PATH_SCHEDULED_EVENTS,
     PATH_VERSIONS,
     REDIRECT_TRAP,
@@ -81,6 +82,35 @@ class ImdsEndpoints(object):
     def has_vm(self, name):
         return name in self._fleet.vms
 
+    # -- the service's own lifecycle (service_lifecycle) -------------------------------------
+
+    def _service_enabled(self, vm, now):
+        record = self._service.get(vm)
+        return record is not None and now - record[1] < self._service_cfg["service_idle_disable"]
+
+    def _service_touch(self, vm):
+        """A request for events: it enables the service for this VM (after the enable delay) or
+        keeps it enabled. Events that appeared before the VM's service was enabled stay unseen."""
+        now = self._now()
+        if self._service_enabled(vm, now):
+            self._service[vm][1] = now
+            return
+        self._service[vm] = [now + self._service_cfg["service_enable_delay"], now]
+        self._bump((vm,))
+
+    def _service_hides(self, vm, event):
+        record = self._service.get(vm)
+        return record is None or event.appear_at < record[0]
+
+    def _service_view(self, vm):
+        record = self._service.get(vm)
+        now = self._now()
+        return collections.OrderedDict((
+            ("enabled", self._service_enabled(vm, now) and record[0] <= now),
+            ("enabled_at", None if record is None else iso_utc(record[0])),
+            ("last_request", None if record is None else iso_utc(record[1])),
+        ))
+
     def admit(self, vm, method, path):
         """Rate limit and fault selection for one IMDS request to VM vm (path without query)."""
         with self._lock:
@@ -95,9 +125,12 @@ class ImdsEndpoints(object):
                 if len(window) >= self._rate_limit:
                     return RATE_LIMITED
                 window.append(real)
-            if not self._faults:
-                return ADMIT
             delay = 0.0
+            if (self._service_cfg["service_lifecycle"] and path == PATH_SCHEDULED_EVENTS
+                    and not self._service_enabled(vm, self._now())):
+                delay = self._service_cfg["service_first_call_delay"]
+            if not self._faults:
+                return Admission(delay=delay) if delay else ADMIT
             answer = None
             for fault in list(self._faults):
                 if fault.expires is not None and real >= fault.expires:
@@ -168,10 +201,12 @@ class ImdsEndpoints(object):
     def _answer(self, vm, method, path, query, headers, body):
         if headers.get("X-Forwarded-For") is not None:
             return Response(400, BODY_FORWARDED)
+        params = _parse_query(query)
         metadata = headers.get("Metadata")
         if metadata is None or metadata.strip().lower() != "true":
-            return Response(400, BODY_NO_METADATA)
-        params = _parse_query(query)
+            # The header is enforced from 2017-08-01 on; the earlier versions did without it.
+            if params is None or params.get("api-version") not in HEADERLESS_VERSIONS:
+                return Response(400, BODY_NO_METADATA)
         if params is None:
             return Response(400, _error_bytes("Bad request. Duplicate query parameters are not allowed"))
         if path == PATH_SCHEDULED_EVENTS:
@@ -196,6 +231,8 @@ class ImdsEndpoints(object):
         if fmt != "json":
             return Response(400, BODY_TEXT_NON_LEAF)
         schema = SCHEMA_FOR_VERSION[params["api-version"]]
+        if self._service_cfg["service_lifecycle"]:
+            self._service_touch(vm)
         if method == "GET":
             return Response(200, self._document(vm, schema))
         return self._approve(vm, body)
@@ -246,11 +283,13 @@ class ImdsEndpoints(object):
                 continue
             event.approvals.append(collections.OrderedDict((("vm", vm), ("sim_time", iso_utc(now)),
                                                             ("in_resources", vm in event.resources))))
-            if vm not in event.resources or self._approval_mode == "not_before":
+            # Any VM the event is delivered to (its availability set or placement group) may
+            # approve it for all; on a shared host Azure also waits for the other tenants.
+            if self._approval_mode == "not_before":
                 continue
-            approvers = set(a["vm"] for a in event.approvals if a["in_resources"])
-            if self._approval_mode == "any" or approvers.issuperset(event.resources):
-                started.append(event)
+            if self._approval_mode == "all" and not event.tenants_approved:
+                continue
+            started.append(event)
         self._approvals.append((self._next_seq(), self._wallclock(), now, vm, ids, unknown, not_listed,
                                 [e.event_id for e in started]))
         if started:

@@ -35,6 +35,8 @@ SCHEMA_FOR_VERSION = dict(
 )
 FIELDS_SINCE = (("Description", "2019-04-01"), ("EventSource", "2019-08-01"), ("DurationInSeconds", "2020-07-01"))
 EVENT_TYPES_SINCE = {"Preempt": "2017-11-01", "Terminate": "2019-01-01"}
+# Versions older than 2017-08-01, when the Metadata header became mandatory.
+HEADERLESS_VERSIONS = frozenset(v for v in INSTANCE_VERSIONS + SCHEDULED_EVENTS_VERSIONS if v < "2017-08-01")
 UNDERSCORE_BEFORE = "2017-08-01"  # 2017-03-01 prefixes VM names in Resources with "_"
 
 EVENT_TYPES = ("Freeze", "Reboot", "Redeploy", "Preempt", "Terminate")

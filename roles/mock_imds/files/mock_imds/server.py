@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from .checks import MockError
 from .control import control
 from .imds import Response
-from .rules import CONTROL_PREFIX, _error_bytes
+from .rules import CONTROL_PREFIX, REDIRECT_TRAP, _error_bytes
 from .state import MockState
 
 
@@ -150,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             return
         if path.startswith(CONTROL_PREFIX):
-            response = self._control(state, path[len(CONTROL_PREFIX):], query, body)
+            response = self._control(mock, state, path[len(CONTROL_PREFIX):], query, body)
             vm = "-"
         else:
             if path.startswith("/vm/"):
@@ -161,7 +161,13 @@ class _Handler(BaseHTTPRequestHandler):
             if not state.has_vm(vm):
                 response = Response(404, _error_bytes("mock_imds: no VM named %s in the fleet" % vm))
             else:
-                response = self._imds(mock, state, vm, path, query, body)
+                try:
+                    response = self._imds(mock, state, vm, path, query, body)
+                except Exception as exc:  # pylint: disable=broad-except
+                    # A bug of the mock must not take the IMDS side down: answer, log, go on.
+                    response = Response(500, _error_bytes("mock_imds internal error: %s" % exc))
+                    if mock.log is not None:
+                        mock.log("internal error on %s %s: %r" % (self.command, self.path, exc))
         if mock.log is not None:
             # Logged before the answer is sent, so that the log keeps the order of the requests
             # even when the client's next request arrives on another connection.
@@ -188,11 +194,18 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return response
 
-    def _control(self, state, path, query, body):
+    def _control(self, mock, state, path, query, body):
         try:
+            if path != REDIRECT_TRAP[len(CONTROL_PREFIX):]:
+                check_control_request(mock, self.headers, body)
             status, obj = control(state, self.command, path, query, body)
         except MockError as exc:
             status, obj = exc.status, {"error": str(exc)}
+        except Exception as exc:  # pylint: disable=broad-except
+            # Whatever goes wrong, the caller gets JSON and the connection stays usable.
+            status, obj = 500, {"error": "mock_imds internal error: %r; the state is unchanged" % (exc,)}
+            if mock.log is not None:
+                mock.log("internal error on %s /_mock/%s: %r" % (self.command, path, exc))
         return Response(status, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))
 
     def _write(self, response):
@@ -263,6 +276,38 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
+def _media_type(value):
+    return (value or "").split(";", 1)[0].strip().lower()
+
+
+def check_control_request(mock, headers, body):
+    """Refuse what a web page could send: a page on any site may POST text/plain or a form to
+    127.0.0.1 without a CORS preflight, and DNS rebinding lets it name the mock by its own host
+    name. JSON bodies (which need a preflight the mock never grants), known Host names, and no
+    foreign Origin close both doors."""
+    host = (headers.get("Host") or "").strip().lower()
+    if host not in mock.allowed_hosts and not (mock.any_ip_host and _is_ip_host(host, mock.port)):
+        raise MockError("Host %r is not an address this mock listens on (%s); call it by that address"
+                        % (host[:100], ", ".join(sorted(mock.allowed_hosts))))
+    origin = headers.get("Origin")
+    if origin is not None and origin.strip().lower() not in mock.allowed_origins:
+        raise MockError("requests from web pages (Origin %r) may not use the control API" % origin[:100])
+    if body and body.strip() and _media_type(headers.get("Content-Type")) != "application/json":
+        raise MockError("a control API body needs Content-Type: application/json, got %r"
+                        % (headers.get("Content-Type") or "none")[:100])
+
+
+def _is_ip_host(host, port):
+    name, sep, host_port = host.rpartition(":")
+    if not sep or host_port != str(port):
+        return False
+    try:
+        ipaddress.ip_address(name[1:-1] if name.startswith("[") and name.endswith("]") else name)
+    except ValueError:
+        return False
+    return True
+
+
 def check_bind(bind, allow_remote):
     if bind == "localhost":
         return
@@ -314,6 +359,16 @@ class MockImds(object):
         self._server.connections = set()
         self.port = self._server.server_address[1]
         self.state.base_url = self.url
+        names = ["127.0.0.1", "localhost", "[::1]"]
+        if self.bind not in ("0.0.0.0", "::"):
+            names.append("[%s]" % self.bind if ":" in self.bind else self.bind)
+        hosts = set("%s:%d" % (name, self.port) for name in names)
+        if self.port == 80:
+            hosts.update(names)
+        self.allowed_hosts = frozenset(h.lower() for h in hosts)
+        self.allowed_origins = frozenset("http://" + h for h in self.allowed_hosts)
+        # Bound to every address: any numeric address with the port (a rebinding attack needs a name).
+        self.any_ip_host = self.bind in ("0.0.0.0", "::")
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="mock_imds", daemon=True)
         self._thread.start()

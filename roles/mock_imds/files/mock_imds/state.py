@@ -10,8 +10,8 @@ import threading
 import time
 import uuid
 
-from .checks import MockError, _check_keys, _choice, _number
-from .clock import iso_utc, parse_iso
+from .checks import MAX_SECONDS, MockError, _check_keys, _choice, _number
+from .clock import MAX_START_TIME, SIM_TIME_MAX, SIM_TIME_MIN, clamp_time, iso_utc, parse_iso
 from .events import Event, normalize_event_spec
 from .faults import make_fault
 from .fleet import Fleet
@@ -34,6 +34,20 @@ from .scenarios import CONFIG_KEYS, SCENARIO_KEYS, resolve_scenario
 CLOCK_CAUSES = {"appear": "at", "start": "not_before", "cancel": "cancel_at", "remove": "duration"}
 
 
+# Bounds of what one reset may hold: enough for any test, small enough to stay fast.
+MAX_EVENTS = 20000
+MAX_FAULTS = 1000
+MAX_SPEED = 1e6
+MAX_RATE_LIMIT = 1000000
+# The service's own lifecycle (off unless asked): enabled by a VM's first request, which takes
+# service_enable_delay simulated seconds (up to two minutes in Azure) and service_first_call_delay
+# real seconds to answer; disabled after service_idle_disable simulated seconds without a request.
+SERVICE_DEFAULTS = {"service_lifecycle": False, "service_enable_delay": 120.0, "service_first_call_delay": 0.0,
+                    "service_idle_disable": 86400.0}
+SERVICE_BOUNDS = {"service_enable_delay": (0, 600), "service_first_call_delay": (0, 120),
+                  "service_idle_disable": (1, MAX_SECONDS)}
+
+
 class MockState(ImdsEndpoints):
     """Everything the mock knows, behind one lock. Lifecycle transitions are computed lazily from
     the clock whenever state is touched, so advancing simulated time is instant.
@@ -43,7 +57,8 @@ class MockState(ImdsEndpoints):
     same clock, unscaled. wallclock (time.time) only stamps the audit."""
 
     def __init__(self, fleet=None, default_vm=None, speed=1.0, start_time=None, rate_limit=True,
-                 approval_mode="any", unknown_event_ids="accept", clock=None, wallclock=None, audit_limit=100000):
+                 approval_mode="any", unknown_event_ids="accept", clock=None, wallclock=None, audit_limit=100000,
+                 **service):
         self._lock = threading.Lock()
         self._clock = clock or time.monotonic
         self._wallclock = wallclock or time.time
@@ -52,9 +67,15 @@ class MockState(ImdsEndpoints):
         self._rate_limit = 0
         self._approval_mode = "any"
         self._unknown_ids = "accept"
-        self._apply_config(self._parse_config({"speed": speed, "rate_limit": rate_limit,
-                                               "approval_mode": approval_mode,
-                                               "unknown_event_ids": unknown_event_ids}))
+        self._service_cfg = dict(SERVICE_DEFAULTS)
+        cfg = {"speed": speed, "rate_limit": rate_limit, "approval_mode": approval_mode,
+               "unknown_event_ids": unknown_event_ids}
+        unknown = sorted(set(service) - set(SERVICE_DEFAULTS))
+        if unknown:
+            raise MockError("unknown option %s (known service options: %s)"
+                            % (", ".join(unknown), ", ".join(sorted(SERVICE_DEFAULTS))))
+        cfg.update(service)
+        self._apply_config(self._parse_config(cfg))
         self._set_start(self._wallclock() if start_time is None else self._start_epoch(start_time))
         self._audit_limit = audit_limit
         self.base_url = ""
@@ -67,18 +88,22 @@ class MockState(ImdsEndpoints):
     @staticmethod
     def _start_epoch(value):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            return _number(value, "start_time (epoch seconds)", minimum=SIM_TIME_MIN, maximum=MAX_START_TIME)
         try:
-            return parse_iso(value)
-        except (TypeError, ValueError):
-            raise MockError("start_time %r is not an ISO 8601 time such as 2022-04-11T22:11:53Z" % (value,))
+            epoch = parse_iso(value)
+        except (TypeError, ValueError, OverflowError):
+            raise MockError("start_time %r is not an ISO 8601 time such as 2022-04-11T22:11:53Z"
+                            % (value if not isinstance(value, str) else value[:80],))
+        if not SIM_TIME_MIN <= epoch <= MAX_START_TIME:
+            raise MockError("start_time %s is out of range: use a time between 1971 and 8900" % value)
+        return epoch
 
     def _set_start(self, epoch):
         self._sim_base = epoch
         self._real_base = self._clock()
 
     def _now(self):
-        return self._sim_base + (self._clock() - self._real_base) * self._speed
+        return clamp_time(self._sim_base + (self._clock() - self._real_base) * self._speed)
 
     def _reset_runtime(self):
         self._events = []            # every event, in creation order
@@ -89,6 +114,7 @@ class MockState(ImdsEndpoints):
         self._incarnation = dict((name, 1) for name in self._fleet.vms)
         self._doc_cache = dict((name, {}) for name in self._fleet.vms)
         self._windows = dict((name, collections.deque()) for name in self._fleet.vms)
+        self._service = {}           # VM -> [enabled_at, last_request] (service_lifecycle only)
         self._seq = 0
         self._requests = collections.deque(maxlen=self._audit_limit)
         self._approvals = collections.deque(maxlen=self._audit_limit)
@@ -104,7 +130,7 @@ class MockState(ImdsEndpoints):
         _check_keys(cfg, CONFIG_KEYS, "config")
         values = {}
         if "speed" in cfg:
-            speed = _number(cfg["speed"], "speed", minimum=0)
+            speed = _number(cfg["speed"], "speed", minimum=0, maximum=MAX_SPEED)
             if speed <= 0:
                 raise MockError("speed must be > 0 (use 1 for real time; advance time with /_mock/time/advance)")
             values["_speed"] = speed
@@ -115,19 +141,36 @@ class MockState(ImdsEndpoints):
             elif value is False or value is None:
                 value = 0
             else:
-                value = _number(value, "rate_limit (true, false or requests per second)", minimum=0, integer=True)
+                value = _number(value, "rate_limit (true, false or requests per second)", minimum=0,
+                                maximum=MAX_RATE_LIMIT, integer=True)
             values["_rate_limit"] = value
         if "approval_mode" in cfg:
             values["_approval_mode"] = _choice(cfg["approval_mode"], "approval_mode", APPROVAL_MODES)
         if "unknown_event_ids" in cfg:
             values["_unknown_ids"] = _choice(cfg["unknown_event_ids"], "unknown_event_ids", UNKNOWN_ID_POLICIES)
+        service = {}
+        for key, (minimum, maximum) in SERVICE_BOUNDS.items():
+            if key in cfg:
+                service[key] = _number(cfg[key], key, minimum=minimum, maximum=maximum)
+        if "service_lifecycle" in cfg:
+            if not isinstance(cfg["service_lifecycle"], bool):
+                raise MockError("service_lifecycle must be true or false, got %r" % (cfg["service_lifecycle"],))
+            service["service_lifecycle"] = cfg["service_lifecycle"]
+        if service:
+            values["_service_update"] = service
         return values
 
     def _apply_config(self, values):
         if "_speed" in values and hasattr(self, "_sim_base"):
             self._set_start(self._now())  # keep simulated time continuous across a speed change
         for name, value in values.items():
-            setattr(self, name, value)
+            if name == "_service_update":
+                self._service_cfg.update(value)
+                if not self._service_cfg["service_lifecycle"] and hasattr(self, "_service"):
+                    self._service = {}
+                self._doc_cache = dict((vm, {}) for vm in self._fleet.vms)
+            else:
+                setattr(self, name, value)
 
     def _config_view(self):
         return collections.OrderedDict((
@@ -137,7 +180,7 @@ class MockState(ImdsEndpoints):
             ("approval_mode", self._approval_mode),
             ("unknown_event_ids", self._unknown_ids),
             ("default_vm", self._fleet.default_vm),
-        ))
+        ) + tuple(sorted(self._service_cfg.items())))
 
     def _bump(self, names):
         for name in names:
@@ -212,7 +255,15 @@ class MockState(ImdsEndpoints):
             raise MockError("no event with id %r; GET /_mock/state lists the events" % (event_id,), 404)
         return event
 
+    def _check_room(self, count):
+        if len(self._events) + count > MAX_EVENTS:
+            raise MockError("the mock holds at most %d events; POST /_mock/reset first" % MAX_EVENTS)
+
     def _create_event(self, norm, base):
+        """Every check first, then the change: a refused event leaves no trace."""
+        last = base + norm["at"] + norm["notice"] + norm["duration"] + (norm["cancel_at"] or 0)
+        if last > SIM_TIME_MAX:
+            raise MockError("event: at + notice + duration end after the year 9000; use smaller values")
         event = Event()
         event_id = norm["event_id"] or str(uuid.uuid4()).upper()
         if event_id.upper() in self._by_id:
@@ -229,6 +280,7 @@ class MockState(ImdsEndpoints):
         event.cancel_at = None if norm["cancel_at"] is None else base + norm["cancel_at"]
         event.started_at = event.ended_at = None
         event.approvals = []
+        event.tenants_approved = False
         self._events.append(event)
         self._by_id[event_id.upper()] = event
         return event
@@ -238,8 +290,9 @@ class MockState(ImdsEndpoints):
         body = cache.get(schema)
         if body is None:
             entries = []
+            hides = self._service_hides if self._service_cfg["service_lifecycle"] else None
             for event in self._live:
-                if vm in event.audience:
+                if vm in event.audience and not (hides and hides(vm, event)):
                     entry = event.entry(schema)
                     if entry is not None:
                         entries.append(entry)
@@ -260,11 +313,15 @@ class MockState(ImdsEndpoints):
     def advance(self, seconds):
         seconds = _number(seconds, "seconds", minimum=0)
         with self._lock:
+            if self._now() + seconds > SIM_TIME_MAX:
+                raise MockError("seconds: %s would take the simulated clock past the year 9000; advance less or "
+                                "POST /_mock/reset with a start_time" % seconds)
             self._sim_base += seconds
             now = self._tick()
             return {"now": iso_utc(now), "advanced": seconds}
 
-    def configure(self, **cfg):
+    def configure(self, cfg=None, **kwargs):
+        cfg = dict(cfg or {}, **kwargs)
         with self._lock:
             values = self._parse_config(cfg)
             self._tick()
@@ -276,15 +333,18 @@ class MockState(ImdsEndpoints):
             return self._config_view()
 
     def reset(self, fleet=None, start_time=None):
+        new_fleet = None if fleet is None or isinstance(fleet, Fleet) else Fleet(fleet)
+        start = None if start_time is None else self._start_epoch(start_time)
         with self._lock:
-            self._reset(fleet, start_time)
+            self._reset(new_fleet or fleet, start)
             return self._snapshot()
 
-    def _reset(self, fleet=None, start_time=None):
+    def _reset(self, fleet=None, start_epoch=None):
+        """Checked values only (a Fleet, epoch seconds): nothing here may fail half-way."""
         if fleet is not None:
-            self._fleet = fleet if isinstance(fleet, Fleet) else Fleet(fleet)
-        if start_time is not None:
-            self._set_start(self._start_epoch(start_time))
+            self._fleet = fleet
+        if start_epoch is not None:
+            self._set_start(start_epoch)
         self.scenario = None
         self._reset_runtime()
 
@@ -298,11 +358,11 @@ class MockState(ImdsEndpoints):
         with self._lock:
             return self._fleet.document()
 
-    def load_scenario(self, name_or_doc, fleet=None, default_vm=None, start_time=None, config=None):
+    def load_scenario(self, name_or_doc, fleet=None, default_vm=None, start_time=None, config=None, files=True):
         """Reset, then load a scenario. fleet (a fleet document), default_vm, start_time and config
         given here win over the scenario's own: the CLI passes its explicit options this way.
         Everything is checked first: a scenario that fails to load changes nothing."""
-        name, doc = resolve_scenario(name_or_doc)
+        name, doc = resolve_scenario(name_or_doc, files=files)
         _check_keys(doc, SCENARIO_KEYS, "scenario")
         events = doc.get("events", [])
         if not isinstance(events, list):
@@ -323,6 +383,12 @@ class MockState(ImdsEndpoints):
             ids = [n["event_id"].upper() for n in norms if n["event_id"]]
             if len(ids) != len(set(ids)):
                 raise MockError("scenario.events: the same event_id is given twice")
+            if len(norms) > MAX_EVENTS:
+                raise MockError("scenario.events: at most %d events" % MAX_EVENTS)
+            base = self._now() if start is None else start
+            for norm in norms:
+                if base + norm["at"] + norm["notice"] + norm["duration"] + (norm["cancel_at"] or 0) > SIM_TIME_MAX:
+                    raise MockError("scenario.events: an event ends after the year 9000; use smaller values")
             self._apply_config(values)
             self._reset(new_fleet, start)
             base = self._now()
@@ -337,6 +403,7 @@ class MockState(ImdsEndpoints):
         spec = dict(spec or {}, **kwargs)
         with self._lock:
             norm = normalize_event_spec(spec, "event", self._fleet)
+            self._check_room(1)
             event = self._create_event(norm, self._now())
             self._refresh_due()
             self._tick()
@@ -346,14 +413,26 @@ class MockState(ImdsEndpoints):
         with self._lock:
             self._tick()
             event = self._event(event_id)
-            allowed = {"cancel": (PENDING, SCHEDULED), "start": (SCHEDULED,), "complete": (SCHEDULED, STARTED)}
+            allowed = {"cancel": (PENDING, SCHEDULED), "start": (SCHEDULED,), "complete": (SCHEDULED, STARTED),
+                       "approve_tenants": (PENDING, SCHEDULED)}
             if action not in allowed:
-                raise MockError("unknown event action %r: use cancel, start or complete" % action, 404)
+                raise MockError("unknown event action %r: use cancel, start, complete or approve_tenants"
+                                % action[:80], 404)
             if event.status not in allowed[action]:
                 raise MockError("cannot %s event %s: it is %s (%s needs %s)"
                                 % (action, event.event_id, event.status, action, " or ".join(allowed[action])))
-            self._change(event, {"complete": "remove"}.get(action, action), "control")
+            if action == "approve_tenants":
+                self._approve_tenants(event)
+            else:
+                self._change(event, {"complete": "remove"}.get(action, action), "control")
             return event.view()
+
+    def _approve_tenants(self, event):
+        """The other tenants of the host agree (approval_mode all): the event starts once its own
+        group has approved too."""
+        event.tenants_approved = True
+        if self._approval_mode == "all" and event.status == SCHEDULED and event.approvals:
+            self._change(event, "start", "approval")
 
     def events(self):
         with self._lock:
@@ -368,8 +447,10 @@ class MockState(ImdsEndpoints):
     def add_fault(self, spec=None, **kwargs):
         spec = dict(spec or {}, **kwargs)
         with self._lock:
+            if len(self._faults) >= MAX_FAULTS:
+                raise MockError("the mock holds at most %d faults; DELETE /_mock/faults first" % MAX_FAULTS)
+            fault = make_fault(spec, self._fleet, self._clock(), "F%d" % (self._fault_serial + 1))
             self._fault_serial += 1
-            fault = make_fault(spec, self._fleet, self._clock(), "F%d" % self._fault_serial)
             self._faults.append(fault)
             return fault.view(self._clock())
 
@@ -434,6 +515,10 @@ class MockState(ImdsEndpoints):
             vms[name] = collections.OrderedDict((
                 ("group", vm.group), ("kind", vm.kind), ("url", "%s/vm/%s" % (self.base_url, name)),
                 ("incarnation", self._incarnation[name]), ("default", name == self._fleet.default_vm)))
+            if vm.gpu_fd1:
+                vms[name]["gpu_single_fault_domain"] = True
+            if self._service_cfg["service_lifecycle"]:
+                vms[name]["service"] = self._service_view(name)
         return collections.OrderedDict((
             ("now", iso_utc(self._now())),
             ("speed", self._speed),
