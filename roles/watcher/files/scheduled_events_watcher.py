@@ -107,7 +107,8 @@ class Logger(object):
         self.log_format = log_format
         self.journald = under_journald(self.stream) if journald is None else journald
         self._wall_clock = wall_clock or time.time
-        self._lock = threading.Lock()
+        # Reentrant: the stop signal's handler logs, and may interrupt the main thread mid-line.
+        self._lock = threading.RLock()
 
     def _stamp(self):
         now = self._wall_clock()
@@ -360,7 +361,9 @@ class Watcher(object):
         group, SIGKILL after kill_grace), before anything else runs. Returns False once stopping."""
         if not self.read_state():
             return False
-        leftovers = list(self._loaded.running_handlers) if self._loaded is not None else []
+        if self._loaded is None:
+            return True
+        leftovers = list(self._loaded.running_handlers)
         for entry in leftovers:
             label = "%s/%s" % (entry["phase"], entry["handler"])
             if self.dry_run:
@@ -453,6 +456,8 @@ class Watcher(object):
         self._dispatch()
         self._approve_due()
         self._persist()
+        # A whole poll went through: the streak of internal errors, if any, is over.
+        self._internal_recovered()
         return True
 
     def _log_warnings(self, document):
@@ -587,11 +592,13 @@ class Watcher(object):
                          "%.1fs): %s" % (self.internal.count, delay, describe_internal_error(exc)),
                          error=type(exc).__name__)
             return None
-        if self.internal.count:
-            summary = self.internal.succeeded(self._clock())
+        return result
+
+    def _internal_recovered(self):
+        summary = self.internal.succeeded(self._clock())
+        if summary:
             self.log("info", "internal_recovered", "the loop runs normally again after %d internal error%s"
                      % (summary[0], "" if summary[0] == 1 else "s"))
-        return result
 
     def _iteration(self):
         if self.pacer.wait() <= 0:

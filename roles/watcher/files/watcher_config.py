@@ -247,9 +247,26 @@ def check_config(doc):
     return config
 
 
-def _refuse_constant(name):
-    # Python's json reads NaN, Infinity and -Infinity, which JSON itself does not have.
-    raise ValueError("%s is not a JSON number; write a finite number such as 1.0" % name)
+class _JsonConstant(object):
+    """NaN, Infinity or -Infinity where the file has one: Python's json reads them, JSON itself
+    has no such thing. Kept as a marker so that the error can name the key that holds it."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+def _find_constant(value, where):
+    if isinstance(value, _JsonConstant):
+        return where, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _find_constant(item, "%s.%s" % (where, key) if isinstance(key, str) else "%s[%d]" % (where, key))
+        if found:
+            return found
+    return None
 
 
 def load_config(path):
@@ -263,9 +280,13 @@ def load_config(path):
         raise ConfigError("cannot read the configuration %s (%s). Give an existing file with --config, or "
                           "install it with the azure_imds.scheduled_events.watcher role." % (path, exc))
     try:
-        doc = json.loads(text, parse_constant=_refuse_constant) if text.strip() else {}
+        doc = json.loads(text, parse_constant=_JsonConstant) if text.strip() else {}
     except ValueError as exc:
         raise ConfigError("the configuration %s is not valid JSON (%s)." % (path, exc))
+    found = _find_constant(doc, "")
+    if found:
+        raise ConfigError("%s: %s holds %r, which is not a number JSON allows; write a finite number such as 1.0."
+                          % (path, found[0].lstrip(".") or "the document", found[1]))
     try:
         return check_config(doc)
     except ConfigError as exc:
