@@ -383,7 +383,7 @@ def check_base_url(url, name="imds_url"):
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise ImdsInputError(
             "%s %s carries a query or fragment. Give only scheme, host, port and an optional path "
-            "prefix; the client adds /metadata/... and api-version itself." % (name, _short_repr(url),))
+            "prefix; the client adds /metadata/... and api-version itself. %s" % (name, _short_repr(url), _URL_FORM))
     return url.rstrip("/")
 
 

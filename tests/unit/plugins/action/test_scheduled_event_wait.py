@@ -400,3 +400,54 @@ def test_the_discovered_interpreter_is_handed_on_to_the_host_s_facts():
     harness = Harness({"imds_url": URL}, [(first, 0.2), (info_result(3), 2.0)])
     result = harness.run()
     assert result["ansible_facts"] == {"discovered_interpreter_python": "/usr/bin/python3"}
+
+
+# -- numbers at the edge and module failures as messages (issue 10) ------------------------------
+
+@pytest.mark.parametrize("option, value, text", [
+    ("timeout", float("nan"), "timeout must be a number from 0 to 86400 (seconds), got nan."),
+    ("timeout", 1e308, "timeout must be a number from 0 to 86400 (seconds), got 1e+308."),
+    ("timeout", True, "timeout must be a number from 0 to 86400 (seconds), got True."),
+    ("sleep", float("inf"), "sleep must be a number from 0.2 to 86400 (seconds), got inf."),
+    ("sleep", "\u0661", "sleep must be a number from 0.2 to 86400 (seconds), got '\u0661'."),
+    ("delay", float("-inf"), "delay must be a number from 0 to 86400 (seconds), got -inf."),
+    ("request_timeout", 0, "request_timeout must be a number from 0.1 to 86400 (seconds), got 0.0."),
+    ("retry_timeout", float("nan"), "retry_timeout must be a number from 0 to 86400 (seconds), got nan."),
+    ("since_incarnation", -3, "since_incarnation must be a whole number from 0 to 9223372036854775807, got -3."),
+    ("imds_url", "http://127.0.0.1:99999", "imds_url 'http://127.0.0.1:99999' is not a valid URL"),
+])
+def test_bad_numbers_and_urls_are_refused_at_once_naming_option_value_and_range(option, value, text):
+    harness = Harness({"imds_url": URL, "state": "changed", option: value})
+    with pytest.raises(AnsibleActionFail) as info:
+        harness.run()
+    assert str(info.value.message).startswith(text), info.value.message
+    assert harness.calls == []
+
+
+class _ErrorSummary:
+    """What ansible-core 2.19 puts in a failed module result's "exception": an object, not text."""
+
+    class event:  # pylint: disable=invalid-name,too-few-public-methods
+        msg = "'int' object is not iterable"
+
+    def __repr__(self):
+        return "CapturedErrorSummary(event=Event(msg=...))"
+
+
+def test_a_module_failure_shows_its_message_never_a_raw_error_summary():
+    failed = {"failed": True, "exception": _ErrorSummary()}
+    harness = Harness({"imds_url": URL}, [(failed, 0.1)])
+    result = harness.run()
+    assert result["failed"]
+    assert "CapturedErrorSummary" not in result["msg"]
+    assert result["msg"] == ("Could not read the Scheduled Events of this host: the info module failed: "
+                             "'int' object is not iterable")
+
+
+def test_the_module_warnings_about_the_document_are_the_task_s_warnings():
+    unreadable = "Scheduled Events document (incarnation 2): event #1 (EventId 1): EventId is not a string"
+    step = info_result(2, with_event=True)
+    step["warnings"] = [unreadable]
+    harness = Harness({"imds_url": URL, "state": "present"}, [(step, 0.1)])
+    result = harness.run()
+    assert not result.get("failed") and result["warnings"] == [unreadable]

@@ -114,3 +114,17 @@ class _FakeConnection:
 
 EMPTY_DOC = {"DocumentIncarnation": 1, "Events": []}
 READ_TIMEOUT = socket.timeout("timed out")
+
+
+def scripted_client(steps, **kwargs):
+    """An ImdsClient on a ScriptedTransport and a FakeClock, with full jitter and a fixed wall clock.
+
+    Returns (client, clock, transport)."""
+    from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+
+    clock = FakeClock()
+    transport = ScriptedTransport(clock, steps)
+    kwargs.setdefault("base_url", "http://127.0.0.1:9")
+    client = _imds.ImdsClient(clock=clock, sleep=clock.sleep, rng=lambda: 1.0, connection_factory=transport,
+                              environ={}, wall_clock=lambda: 1700000000.0, **kwargs)
+    return client, clock, transport

@@ -8,19 +8,13 @@ import pytest
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
 
-from .fakes import EMPTY_DOC, READ_TIMEOUT, FakeClock, ScriptedTransport, answer, fail
+from .fakes import EMPTY_DOC, READ_TIMEOUT, FakeClock, ScriptedTransport, answer, fail, scripted_client
 
 GONE = answer(410, {"error": "Gone"}, reason="Gone")
 DOC = answer(200, EMPTY_DOC)
 
 
-def make(steps, **kwargs):
-    clock = FakeClock()
-    transport = ScriptedTransport(clock, steps)
-    kwargs.setdefault("base_url", "http://127.0.0.1:9")
-    client = _imds.ImdsClient(clock=clock, sleep=clock.sleep, rng=lambda: 1.0, connection_factory=transport,
-                              environ={}, wall_clock=lambda: 1700000000.0, **kwargs)
-    return client, clock, transport
+make = scripted_client
 
 
 # -- URL resolution ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The IMDS client over real HTTP against the mock on loopback: proxies, redirects, timeouts, schemas."""
 
 import socket
+import time
 import threading
 
 import pytest
@@ -172,3 +173,52 @@ def test_keep_alive_connection_is_reused(mock):
         client.get_scheduled_events()
     assert client._connection is not None  # pylint: disable=protected-access
     assert len(requests_seen(mock)) == 5
+
+
+# -- one deadline per request, a size cap, malformed documents (issue 10) ------------------------
+
+def test_a_trickling_server_is_given_up_within_the_request_deadline_not_per_read(mock):
+    # One byte every 0.3 s: each read is quick, the whole answer would take minutes. The client's
+    # clock is the real one here, since the deadline is what is tested.
+    mock.control("POST", "faults", {"kind": "trickle", "interval": 0.3, "count": 1})
+    client = _imds.ImdsClient(base_url=mock.url, request_timeout=1.0, retry_timeout=0, environ={})
+    started = time.monotonic()
+    with pytest.raises(_imds.ImdsTimeoutError) as info:
+        client.get_scheduled_events()
+    elapsed = time.monotonic() - started
+    assert "no complete answer within 1.0s" in str(info.value)
+    assert elapsed < 15.0, "a per-read timeout would have waited for the whole trickle"
+    assert len(requests_seen(mock)) == 1
+
+
+def test_a_trickle_is_bounded_by_the_caller_deadline_and_a_retry_then_succeeds(mock):
+    mock.control("POST", "faults", {"kind": "trickle", "interval": 0.3, "count": 1})
+    client = _imds.ImdsClient(base_url=mock.url, request_timeout=1.0, retry_timeout=20, environ={})
+    deadline = _imds.Deadline(20.0)
+    assert client.get_scheduled_events(deadline=deadline).incarnation >= 1
+    assert [f.kind for f in client.last_failures] == ["read_timeout"]
+    assert len(requests_seen(mock)) == 2
+
+
+def test_an_oversize_answer_is_a_clear_error_and_not_retried(mock):
+    mock.control("POST", "faults", {"kind": "oversize", "size": 3 * 1024 * 1024})
+    client = client_for(mock.url)
+    with pytest.raises(_imds.ImdsTooLargeError) as info:
+        client.get_scheduled_events()
+    assert "cap is 1048576 bytes" in str(info.value)
+    assert len(requests_seen(mock)) == 1
+
+
+@pytest.mark.parametrize("body, field", [
+    ('{"DocumentIncarnation": 2, "Events": [{"EventId": 12345, "EventStatus": "Scheduled", "Resources": ["vm0"]}]}',
+     "EventId"),
+    ('{"DocumentIncarnation": 2, "Events": [{"EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "Resources": 5}]}',
+     "Resources"),
+    ('{"DocumentIncarnation": 2, "Events": [{"EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123", '
+     '"NotBefore": "soon"}]}', "NotBefore"),
+])
+def test_a_malformed_document_over_http_is_read_with_a_warning(mock, body, field):
+    mock.control("POST", "faults", {"kind": "status", "status": 200, "body": body, "count": 1})
+    scheduled = client_for(mock.url).get_scheduled_events()
+    assert scheduled.incarnation == 2 and len(scheduled.events) == 1
+    assert len(scheduled.warnings) == 1 and (": %s " % field) in scheduled.warnings[0]

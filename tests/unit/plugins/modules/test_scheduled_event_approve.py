@@ -230,3 +230,43 @@ def test_examples_run_against_the_mock(tmp_path):
     assert [sorted(a["event_ids"]) for a in audit["approvals"]] == [sorted([mine, theirs])], audit["approvals"]
     not_leader = completed.stdout.split("group_approval.not_leader", 1)[1]
     assert elsewhere in not_leader and mine not in not_leader
+
+
+# -- a document it cannot fully read (issue 10) --------------------------------------------------
+
+def test_an_event_whose_event_id_cannot_be_read_is_never_approved_and_the_others_are():
+    numeric = dict(raw_event(A, "Reboot", resources=("web_0",)), EventId=12345)
+    not_a_guid = dict(raw_event(A, "Freeze", resources=("web_0",)), EventId="12345")
+    outcome = run({"resource_name": "web_0"}, [doc_answer(numeric, not_a_guid, FREEZE), OK])
+    result = outcome.result
+    assert not outcome.failed and result["changed"]
+    assert start_requests(outcome) == [[B]]
+    assert result["approved"] == [B] and [e["event_id"] for e in result["events"]] == [B]
+    refused = [w for w in outcome.warnings if w.startswith("Not approved:")]
+    assert len(refused) == 2
+    assert "EventId could not be read" in refused[0] and "EventId '12345' is not a GUID" in refused[1]
+    assert any("event #1 (EventId 12345): EventId is not a string" in w for w in outcome.warnings)
+
+
+def test_only_unreadable_events_post_nothing():
+    numeric = dict(raw_event(A, "Reboot", resources=("web_0",)), EventId=7)
+    outcome = run({"resource_name": "web_0"}, [doc_answer(numeric)])
+    assert not outcome.failed and not outcome.result["changed"]
+    assert outcome.posted_bodies() == [] and outcome.result["approved"] == []
+
+
+def test_resources_as_one_string_names_this_vm():
+    single = dict(raw_event(A, "Reboot"), Resources="web_0")
+    outcome = run({"resource_name": "web_0"}, [doc_answer(single), OK])
+    assert outcome.result["approved"] == [A]
+    assert any("Resources is a single string" in w for w in outcome.warnings)
+
+
+@pytest.mark.parametrize("option, value", [("request_timeout", float("nan")), ("retry_timeout", float("inf")),
+                                           ("request_timeout", 1e308), ("request_timeout", 0),
+                                           ("retry_timeout", -1), ("request_timeout", True), ("retry_timeout", "nan")])
+def test_bad_numbers_are_refused_before_any_request(option, value):
+    outcome = run({"resource_name": "web_0", option: value})
+    assert outcome.failed and outcome.requests == []
+    assert outcome.result["msg"].startswith("%s must be a number from " % option), outcome.result["msg"]
+    assert "got %r." % (value,) in outcome.result["msg"] or "got %r." % (float(value),) in outcome.result["msg"]

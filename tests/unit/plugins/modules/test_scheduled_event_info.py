@@ -325,3 +325,45 @@ def test_unreadable_not_before_beside_a_healthy_event_leaves_the_healthy_one_who
     assert [w for w in outcome.warnings if "NotBefore" in w] == [
         "Scheduled Events document (incarnation 1): event #1 (EventId %s): NotBefore is unreadable: NotBefore 'next tuesday' is not a date in RFC 1123 or "
         "ISO 8601 (neither RFC 1123 nor ISO 8601); read as null." % A]
+
+
+# -- numbers and documents at the edge (issue 10) --------------------------------------------------
+
+@pytest.mark.parametrize("option, value, text", [
+    ("request_timeout", float("nan"), "request_timeout must be a number from 0.1 to 86400 (seconds), got nan."),
+    ("request_timeout", 1e308, "request_timeout must be a number from 0.1 to 86400 (seconds), got 1e+308."),
+    ("request_timeout", 0, "request_timeout must be a number from 0.1 to 86400 (seconds), got 0.0."),
+    ("request_timeout", True, "request_timeout must be a number from 0.1 to 86400 (seconds), got True."),
+    ("retry_timeout", float("nan"), "retry_timeout must be a number from 0 to 86400 (seconds), got nan."),
+    ("retry_timeout", "-inf", "retry_timeout must be a number from 0 to 86400 (seconds), got '-inf'."),
+    ("max_wait", float("inf"), "max_wait must be a number from 0 to 86400 (seconds), got inf."),
+    ("poll_interval", 0.001, "poll_interval must be a number from 0.2 to 86400 (seconds), got 0.001."),
+    ("poll_interval", float("nan"), "poll_interval must be a number from 0.2 to 86400 (seconds), got nan."),
+    ("poll_interval", False, "poll_interval must be a number from 0.2 to 86400 (seconds), got False."),
+    ("changed_since", -1, "changed_since must be a whole number from 0 to 9223372036854775807, got -1."),
+    ("changed_since", 2 ** 64, "changed_since must be a whole number from 0 to 9223372036854775807, got "
+                               "18446744073709551616."),
+])
+def test_bad_numbers_are_refused_before_any_request_with_the_option_and_range(option, value, text):
+    outcome = run({"resource_name": "web_0", option: value})
+    assert outcome.failed and outcome.requests == []
+    assert outcome.result["msg"] == text
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:abc", "http://127.0.0.1:99999", "http://[::1", "http://a b",
+                                 "http://127.0.0.1\x07"])
+def test_a_bad_imds_url_is_a_clean_failure_before_any_request(url):
+    outcome = run({"resource_name": "web_0", "imds_url": url})
+    assert outcome.failed and outcome.requests == []
+    assert outcome.result["msg"].startswith("imds_url ")
+
+
+def test_a_mix_of_malformed_events_is_reported_with_warnings_never_an_exception():
+    events = [dict(raw_event(A), EventId=1, Resources=7), raw_event(B), dict(raw_event(A), Resources="web_0"),
+              dict(raw_event(A), NotBefore=5, DurationInSeconds=True)]
+    outcome = run({"resource_name": "web_0"}, [doc_answer(*events)])
+    assert not outcome.failed
+    assert len(outcome.result["events"]) == 4
+    assert sorted(e["affects_this_host"] for e in outcome.result["events"]) == [False, True, True, True]
+    assert len(outcome.warnings) == 5, outcome.warnings
+    check_result_against_return_doc(info, outcome.result)

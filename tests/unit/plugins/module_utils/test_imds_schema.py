@@ -1,0 +1,143 @@
+"""The IMDS document read field by field: what cannot be read is null with a warning, never an exception."""
+
+import json
+
+import pytest
+
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+
+GOOD_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
+OTHER_ID = "0A1B2C3D-4E5F-6071-8293-A4B5C6D7E8F9"
+
+
+def raw(event_id=GOOD_ID, **fields):
+    event = {"EventId": event_id, "EventType": "Reboot", "EventStatus": "Scheduled", "ResourceType": "VirtualMachine",
+             "Resources": ["web_0", "web_1"], "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT",
+             "Description": "Host server is undergoing maintenance.", "EventSource": "Platform",
+             "DurationInSeconds": -1}
+    event.update(fields)
+    return event
+
+
+def read(*events, incarnation=3):
+    return _imds.ScheduledEvents({"DocumentIncarnation": incarnation, "Events": list(events)})
+
+
+HEALTHY = _imds.normalize_event(raw(OTHER_ID))
+
+
+@pytest.mark.parametrize("field, value, key, expected_value, warning", [
+    ("EventId", 12345, "event_id", None, "event #1 (EventId 12345): EventId is not a string (got 12345); read as null."),
+    ("EventId", ["x"], "event_id", None, "EventId is not a string"),
+    ("EventType", 7, "event_type", None, "EventType is not a string (got 7); read as null."),
+    ("EventStatus", {"a": 1}, "event_status", None, "EventStatus is not a string"),
+    ("ResourceType", True, "resource_type", None, "ResourceType is not a string"),
+    ("Description", 3.5, "description", None, "Description is not a string"),
+    ("EventSource", [], "event_source", None, "EventSource is not a string"),
+    ("Resources", 7, "resources", [], "Resources is not a list (got 7); read as an empty list."),
+    ("Resources", {"web_0": 1}, "resources", [], "Resources is not a list"),
+    ("Resources", "web_1", "resources", ["web_1"], "Resources is a single string, not a list; read as the "
+                                                   "one-element list ['web_1']."),
+    ("Resources", ["web_0", 3, None, "web_1"], "resources", ["web_0", "web_1"],
+     "Resources holds entries that are not strings ([3, None]); they were left out."),
+    ("NotBefore", "next tuesday", "not_before", None, "NotBefore is unreadable"),
+    ("NotBefore", 1649715418, "not_before", None, "NotBefore is unreadable: NotBefore 1649715418 is not a string"),
+    ("NotBefore", "2022-13-45T25:61:00Z", "not_before", None, "NotBefore is unreadable"),
+    ("NotBefore", "Mon, 31 Feb 2022 22:26:58 GMT", "not_before", None, "NotBefore is unreadable"),
+    ("NotBefore", "Fri, 31 Dec 99999 23:59:59 GMT", "not_before", None, "NotBefore is unreadable"),
+    ("DurationInSeconds", True, "duration_in_seconds", None, "DurationInSeconds is not a whole number (got True)"),
+    ("DurationInSeconds", "9", "duration_in_seconds", None, "DurationInSeconds is not a whole number"),
+    ("DurationInSeconds", 9.5, "duration_in_seconds", None, "DurationInSeconds is not a whole number"),
+    ("DurationInSeconds", float("nan"), "duration_in_seconds", None, "DurationInSeconds is not a whole number"),
+])
+def test_a_field_of_the_wrong_type_is_read_as_null_with_one_warning_and_the_other_event_is_whole(
+        field, value, key, expected_value, warning):
+    scheduled = read(raw(**{field: value}), raw(OTHER_ID))
+    odd, healthy = scheduled.events
+    assert odd[key] == expected_value
+    assert healthy == HEALTHY
+    assert len(scheduled.warnings) == 1 and warning in scheduled.warnings[0], scheduled.warnings
+    assert scheduled.warnings[0].startswith("event #1 ")
+    # Every other field of the odd event was still read.
+    for other_key, other_value in HEALTHY.items():
+        if other_key not in (key, "event_id"):
+            assert odd[other_key] == other_value, other_key
+
+
+def test_a_mix_of_number_and_string_event_ids_reads_every_event():
+    scheduled = read(raw(1), raw(GOOD_ID), raw(2.5), raw(None), raw(OTHER_ID))
+    assert [e["event_id"] for e in scheduled.events] == [None, GOOD_ID, None, None, OTHER_ID]
+    assert [w.split(":")[0] for w in scheduled.warnings] == ["event #1 (EventId 1)", "event #3 (EventId 2.5)"]
+    assert scheduled.find(GOOD_ID)["event_id"] == GOOD_ID
+    assert _imds.select_events(scheduled.events, event_ids=[OTHER_ID]) == [scheduled.events[4]]
+
+
+def test_an_event_id_that_is_not_a_guid_is_kept_with_a_warning():
+    scheduled = read(raw("12345"))
+    assert scheduled.events[0]["event_id"] == "12345"
+    assert scheduled.warnings == ["event #1 (EventId '12345'): EventId is not a GUID; it is reported as sent but "
+                                  "cannot be approved."]
+
+
+def test_a_field_text_with_a_newline_cannot_forge_a_line_in_a_warning():
+    scheduled = read(raw("x\nFAKE: approved"))
+    assert all("\n" not in w for w in scheduled.warnings)
+
+
+def test_entries_of_events_that_are_not_objects_are_left_out_with_a_warning():
+    scheduled = read(1, raw(), "text", None)
+    assert [e["event_id"] for e in scheduled.events] == [GOOD_ID]
+    assert scheduled.warnings == [
+        "event #1 is not a JSON object (got 1); it was left out.",
+        "event #3 is not a JSON object (got 'text'); it was left out.",
+        "event #4 is not a JSON object (got None); it was left out."]
+
+
+@pytest.mark.parametrize("incarnation, warning", [
+    ("3", "DocumentIncarnation is not a whole number from 0 to 9223372036854775807 (got '3'); read as 0."),
+    (True, "got True"), (-1, "got -1"), (2 ** 64, "got 18446744073709551616"), (1.5, "got 1.5"),
+])
+def test_an_unreadable_document_incarnation_is_zero_with_a_warning(incarnation, warning):
+    scheduled = read(raw(), incarnation=incarnation)
+    assert scheduled.incarnation == 0 and scheduled.events[0]["event_id"] == GOOD_ID
+    assert len(scheduled.warnings) == 1 and warning in scheduled.warnings[0]
+
+
+def test_a_missing_document_incarnation_is_named():
+    scheduled = _imds.ScheduledEvents({"Events": []})
+    assert scheduled.incarnation == 0 and scheduled.warnings == ["DocumentIncarnation is missing; read as 0."]
+
+
+def test_an_extra_field_cannot_replace_a_normalised_one():
+    event = raw()
+    event.update({"event_id": 5, "AffectsThisHost": True, "NewField": 1})
+    scheduled = read(event)
+    event = scheduled.events[0]
+    assert event["event_id"] == GOOD_ID and event["new_field"] == 1 and "affects_this_host" not in event
+    assert len(scheduled.warnings) == 2
+
+
+def test_a_healthy_document_has_no_warnings():
+    scheduled = read(raw(), raw(OTHER_ID, Resources=[], NotBefore="", DurationInSeconds=None))
+    assert scheduled.warnings == []
+
+
+@pytest.mark.parametrize("body", [
+    json.dumps({"DocumentIncarnation": 1, "Events": [{"EventId": 5, "Resources": 5, "NotBefore": 5,
+                                                        "DurationInSeconds": "x"}, 5, [], {}]}),
+    '{"DocumentIncarnation": NaN, "Events": [{"DurationInSeconds": Infinity, "NotBefore": "-1"}]}',
+    '{"DocumentIncarnation": 1, "Events": [{"Resources": [[[[["deep"]]]]]}]}',
+])
+def test_nothing_in_a_document_raises(body):
+    scheduled = _imds.ScheduledEvents(_imds.parse_document(body.encode()))
+    assert scheduled.warnings
+    annotated = _imds.annotate_events(scheduled.events, "web_0", now_epoch=1700000000.0)
+    assert len(annotated) == len(scheduled.events)
+
+
+def test_annotate_and_select_take_events_with_unreadable_fields():
+    scheduled = read(raw(7, EventStatus=3, Resources=9, NotBefore=[]), raw())
+    annotated = _imds.annotate_events(scheduled.events, "web_0", now_epoch=1700000000.0)
+    assert [e["affects_this_host"] for e in annotated] == [False, True]
+    assert _imds.select_events(scheduled.events, event_statuses=["Scheduled"], resource_name="web_0",
+                               this_host_only=True) == [scheduled.events[1]]
