@@ -158,7 +158,8 @@ def spawn_gated(argv, popen, on_spawned, **kwargs):
     go_read, go_write = os.pipe()
     err_read, err_write = os.pipe()
     try:
-        gate_argv = [sys.executable, "-I", "-S", "-c", GATE, str(go_read), str(err_write)] + list(argv)
+        gate_argv = [sys.executable or "/usr/bin/python3", "-I", "-S", "-c", GATE, str(go_read), str(err_write)] \
+            + list(argv)
         proc = popen(gate_argv, pass_fds=(go_read, err_write), start_new_session=True, close_fds=True,
                      shell=False, **kwargs)
     except BaseException:
