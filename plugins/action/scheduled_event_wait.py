@@ -33,6 +33,7 @@ DEFAULT_TIMEOUT = 1800.0
 # Microsoft recommends polling once a second.
 DEFAULT_SLEEP = 1.0
 
+
 def argument_spec():
     """Options of plugins/modules/scheduled_event_wait.py DOCUMENTATION (a unit test keeps them equal)."""
     spec = _options.imds_argument_spec()

@@ -123,8 +123,8 @@ def test_a_healthy_document_has_no_warnings():
 
 
 @pytest.mark.parametrize("body", [
-    json.dumps({"DocumentIncarnation": 1, "Events": [{"EventId": 5, "Resources": 5, "NotBefore": 5,
-                                                        "DurationInSeconds": "x"}, 5, [], {}]}),
+    json.dumps({"DocumentIncarnation": 1,
+                "Events": [{"EventId": 5, "Resources": 5, "NotBefore": 5, "DurationInSeconds": "x"}, 5, [], {}]}),
     '{"DocumentIncarnation": NaN, "Events": [{"DurationInSeconds": Infinity, "NotBefore": "-1"}]}',
     '{"DocumentIncarnation": 1, "Events": [{"Resources": [[[[["deep"]]]]]}]}',
 ])
