@@ -6,27 +6,44 @@
 PYTHON ?= python3
 VENV   := .venv
 VPY    := $(VENV)/bin/python
+# The oldest supported ansible-core gets an environment of its own (the newest is in .venv).
+OLDEST := .cache/venv-oldest-core
 SUITES ?=
+JOBS   ?= 2
 
-.PHONY: help venv test demo build bench clean docs
+.PHONY: help venv venvs system-deps test demo build bench clean docs
 
 help:
 	@echo "make demo   - run rolling_maintenance against a mock fleet of three VMs"
-	@echo "make test   - every suite (sanity, units, integration, molecule, lint, changelog, docs)"
+	@echo "make test   - every suite (sanity, units, integration on the oldest and newest core; molecule, lint, changelog, docs)"
 	@echo "make docs   - regenerate docs/reference from the plugins' documentation"
 	@echo "make bench  - the benchmarks under bench/ (prints figures)"
 	@echo "make build  - ansible-galaxy collection build into build/"
 
-$(VENV)/.installed: tests/requirements.txt tests/constraints.txt
+$(VENV)/.installed: tests/requirements.txt tests/constraints.txt tests/unit/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt -c tests/constraints.txt
 	touch $@
 
+$(OLDEST)/.installed: tests/harness/requirements-oldest-core.txt tests/unit/requirements.txt tests/constraints.txt
+	$(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  -r tests/harness/requirements-oldest-core.txt -c tests/harness/constraints-oldest-core.txt
+	touch $@
+
 venv: $(VENV)/.installed
 
-test: venv
+venvs: $(VENV)/.installed $(OLDEST)/.installed
+
+# What the machine lacks (podman, shellcheck, ...) is installed first, as root, or named with the
+# command that would install it; then the environments, then the suites.
+system-deps:
+	tests/harness/system-deps $(SUITES)
+
+test: system-deps
+	$(MAKE) --no-print-directory venvs
 	tests/harness/prepare
-	tests/harness/loopback-only $(VPY) tests/harness/run_suites.py $(SUITES)
+	tests/harness/loopback-only $(VPY) tests/harness/run_suites.py -j $(JOBS) $(SUITES)
 
 demo: venv
 	tests/harness/loopback-only $(VPY) extensions/demo/run_demo.py

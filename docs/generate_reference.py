@@ -13,7 +13,7 @@ for every role (meta/argument_specs.yml), and playbooks/argument_specs/*.yml for
 The pages depend on nothing but that documentation, so the check is stable across machines.
 
 ansible-doc finds the collection through ANSIBLE_COLLECTIONS_PATH; when the collection is not
-there, a symlink farm under .cache/docs-collections points at this checkout.
+there, tests/harness/collection_path.py says where this checkout is found as the collection.
 """
 
 import argparse
@@ -26,10 +26,12 @@ import sys
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
+import collection_path  # noqa: E402  pylint: disable=wrong-import-position
+
 REFERENCE = os.path.join(ROOT, "docs", "reference")
 NAMESPACE, NAME = "azure_imds", "scheduled_events"
 COLLECTION = "%s.%s" % (NAMESPACE, NAME)
-FARM = os.path.join(ROOT, ".cache", "docs-collections")
 INDEX = "README.md"
 
 # plugins/<directory> -> ansible-doc type. action/ is documented by a docs-only file in modules/;
@@ -57,13 +59,7 @@ def collections_path(environ=None):
     for entry in (environ.get("ANSIBLE_COLLECTIONS_PATH") or "").split(os.pathsep):
         if entry and os.path.isfile(os.path.join(entry, "ansible_collections", NAMESPACE, NAME, "galaxy.yml")):
             return entry
-    link = os.path.join(FARM, "ansible_collections", NAMESPACE, NAME)
-    if os.path.islink(link) and os.path.realpath(link) != os.path.realpath(ROOT):
-        os.remove(link)
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ROOT, link)
-    return FARM
+    return collection_path.collections_dir(ROOT)
 
 
 def plugin_names(root=ROOT):

@@ -1,74 +1,110 @@
-"""Run the project's test suites one after the other and report each with its test count.
+"""Run the project's test suites and report what each tested, suite by suite.
 
-Usage: run_suites.py [SUITE ...]     (default: every suite, in the order below)
+Usage: run_suites.py [-j N] [SUITE ...]   (default: every suite; SUITE is a name below, such as
+                                        `units`, which means every core, or one row: `units/2.17`)
        run_suites.py --list
+       run_suites.py --core-venvs          (the virtual environment of each supported core)
 
-Each suite's full output goes to tests/output/harness/<suite>.log. A suite fails when its
-command fails or when it ran no test: nothing is ever skipped silently. The last line is the
-plain "N passed, N failed" that CI reads.
+Sanity, units and integration run through ansible-test once per supported ansible-core (the
+oldest and the newest, each from its own virtual environment: see CORES); molecule, lint,
+changelog and docs once. Each suite runs in a copy of one snapshot of the working tree, in a
+network and PID namespace of its own (inside tests/harness/loopback-only), so that independent
+suites run side by side (-j, default 2: this machine has two cores).
+
+Each suite's full output goes to tests/output/harness/<suite>.log. While a suite runs, a line says
+which test, target or scenario it is at (at least every 30 s). A suite fails when its command
+fails, when it ran nothing, or when its tool reports a skip: nothing is skipped silently.
+
+The closing line counts tests only: each sanity test, unit test, integration target and molecule
+scenario, and each of the lint, changelog and docs checks as one; a suite with one failed target
+counts that target as failed and the others as passed. CI reads that last line.
 """
 
+import glob
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
+import xml.etree.ElementTree as ET
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import collection_path  # noqa: E402  pylint: disable=wrong-import-position
+
+ROOT = collection_path.ROOT
 # AZURE_IMDS_BUILD_DIR lets two runs on one checkout keep apart (each copies the tree there).
 BUILD = os.environ.get("AZURE_IMDS_BUILD_DIR") or os.path.join(ROOT, "build")
-COLLECTIONS = os.path.join(BUILD, "collections")
-COLLECTION_COPY = os.path.join(COLLECTIONS, "ansible_collections", "azure_imds", "scheduled_events")
 LOGS = os.path.join(ROOT, "tests", "output", "harness")
 PY = "%d.%d" % sys.version_info[:2]
 BIN = os.path.dirname(sys.executable)
+# The supported range of ansible-core, oldest first: the virtual environment of each (built by
+# `make venvs` from the pins named in the Makefile). meta/runtime.yml's requires_ansible names
+# exactly this range.
+CORES = (os.path.join(ROOT, ".cache", "venv-oldest-core"), os.path.join(ROOT, ".venv"))
+PROGRESS_EVERY = 30.0
+# ansible-test's shared directory: tests/harness/prepare builds the sanity environments there
+# holding this lock exclusively; sanity suites hold it shared while they use them.
+ANSIBLE_TEST_LOCK = os.path.expanduser("~/.ansible/test/azure_imds.lock")
 
 
-def collection_files():
-    """Files of the working tree that git tracks or would track (untracked, not ignored)."""
-    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                         cwd=ROOT, check=True, stdout=subprocess.PIPE).stdout.decode()
-    return [f for f in out.split("\0") if f and os.path.exists(os.path.join(ROOT, f))]
+def core_version(venv):
+    """major.minor of the ansible-core in venv, or None when that environment is missing."""
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(python):
+        return None
+    out = subprocess.run([python, "-c", "import ansible.release as r; print(r.__version__)"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False).stdout.decode().strip()
+    return ".".join(out.split(".")[:2]) or None
 
 
-def sync_collection():
-    """ansible-test wants the tree at .../ansible_collections/azure_imds/scheduled_events/."""
-    if os.path.isdir(COLLECTION_COPY):
-        shutil.rmtree(COLLECTION_COPY)
-    for rel in collection_files():
-        src = os.path.join(ROOT, rel)
-        dst = os.path.join(COLLECTION_COPY, rel)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(src, dst, follow_symlinks=False)
-    # The copy sits inside this checkout's work tree, where git ignores it; ansible-test asks git
-    # which files exist, so the copy gets a repository of its own.
-    subprocess.run(["git", "init", "-q"], cwd=COLLECTION_COPY, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=COLLECTION_COPY, check=True)
-    return COLLECTION_COPY
+# -- counting what a suite tested: (passed, failed) ----------------------------------------------
+
+def _listed_failures(text, kind):
+    """Names ansible-test lists after 'The N <kind> test(s) listed below (out of M) failed'."""
+    found = re.search(r"The (\d+) %s test\(s\) listed below \(out of (\d+)\) failed[^\n]*\n((?:[^\n]+\n?)*)" % kind,
+                      text)
+    if not found:
+        return None
+    return [line.strip() for line in found.group(3).splitlines()[:int(found.group(1))]]
 
 
-def count(pattern, text):
-    return len(re.findall(pattern, text, re.M))
+def count_sanity(text, rc, _copy):
+    ran = re.findall(r"^Running sanity test '([^']+)'", text, re.M)
+    failed = _listed_failures(text, "sanity") or []
+    return len(ran) - len(failed), len(failed)
 
 
-def last_int(pattern, text):
-    found = re.findall(pattern, text, re.M)
-    return int(found[-1]) if found else 0
+def count_integration(text, rc, _copy):
+    ran = re.findall(r"^Running (\S+) integration test role", text, re.M)
+    failed = _listed_failures(text, "integration")
+    if failed is None:
+        # Without the summary (a stop before the end), the target that was running failed.
+        failed = ran[-1:] if rc else []
+    return len(ran) - len(failed), len(failed)
 
 
-def parse_pytest(text):
-    passed = last_int(r"(\d+) passed", text)
-    return passed
+def count_junit(text, rc, copy):
+    """Unit tests from the junit files ansible-test writes (one per context: modules, controller)."""
+    passed = failed = 0
+    for path in glob.glob(os.path.join(copy, "tests", "output", "junit", "*.xml")):
+        root = ET.parse(path).getroot()
+        for case in root.iter("testcase"):
+            bad = [c for c in case if c.tag in ("failure", "error", "skipped")]
+            if bad:
+                failed += 1
+            else:
+                passed += 1
+    return passed, failed
 
 
-def count_linted_fragments(text):
-    """antsibull-changelog lint prints nothing when all is well: count what it linted then."""
-    if [line for line in text.splitlines()[1:] if line.strip()]:
-        return 0
-    fragments = os.listdir(os.path.join(ROOT, "changelogs", "fragments"))
-    return len([f for f in fragments if f.endswith((".yml", ".yaml"))])
+def count_check(text, rc, _copy):
+    return (1, 0) if rc == 0 else (0, 1)
 
+
+# -- the suites --------------------------------------------------------------------------------
 
 def molecule_scenarios():
     base = os.path.join(ROOT, "extensions", "molecule")
@@ -77,127 +113,250 @@ def molecule_scenarios():
     return sorted(d for d in os.listdir(base) if os.path.isfile(os.path.join(base, d, "molecule.yml")))
 
 
-def suite_table():
-    ansible_test = os.path.join(BIN, "ansible-test")
+def core_suites(venv, version):
+    ansible_test = os.path.join(venv, "bin", "ansible-test")
+    common = ["--local", "--python", PY, "--color", "no"]
     return [
-        dict(name="sanity", unit="sanity tests", cwd=COLLECTION_COPY, sync=True,
-             cmd=[ansible_test, "sanity", "--local", "--python", PY, "--color", "no"],
-             counter=lambda text: count(r"^Running sanity test [\"'][^\"']+[\"']", text),
-             forbid=[r"Required program \S+ not found", r"Skipping sanity test", r"All targets skipped"]),
-        dict(name="units", unit="tests", cwd=ROOT, sync=True,
-             cmd=[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
-             counter=parse_pytest,
-             forbid=[r"\d+ skipped", r"\d+ xfailed", r"\d+ deselected"]),
-        dict(name="integration", unit="targets", cwd=COLLECTION_COPY, sync=True,
-             cmd=[ansible_test, "integration", "--local", "--python", PY, "--color", "no"],
-             counter=lambda text: count(r"^Running \S+ integration test role", text),
+        dict(name="integration/%s" % version, kind="integration", unit="targets", venv=venv, weight=3,
+             cmd=[ansible_test, "integration"] + common + ["--continue-on-error"], counter=count_integration,
+             progress=[r"^Running (\S+) integration test role", r"^TASK \[(.+?)\]"],
              forbid=[r"All targets skipped", r"Skipping \S+ integration"]),
-        dict(name="molecule", unit="scenarios", cwd=os.path.join(ROOT, "extensions"), sync=True,
-             cmd=None, counter=None),
-        dict(name="lint", unit="files linted", cwd=ROOT, sync=True,
-             cmd=[os.path.join(BIN, "ansible-lint"), "--offline", "--profile", "production", "--nocolor"],
-             counter=lambda text: last_int(r"Passed: 0 failure\(s\), 0 warning\(s\) (?:in|on) (\d+) files", text)),
-        dict(name="changelog", unit="fragments", cwd=ROOT, sync=False,
-             cmd=[os.path.join(BIN, "antsibull-changelog"), "lint"],
-             counter=count_linted_fragments),
-        dict(name="docs", unit="pages current", cwd=ROOT, sync=True,
-             cmd=[sys.executable, os.path.join(ROOT, "docs", "generate_reference.py"), "--check"],
-             counter=lambda text: last_int(r"^docs: (\d+) reference pages current", text)),
+        dict(name="sanity/%s" % version, kind="sanity", unit="sanity tests", venv=venv, weight=2, lock=True,
+             cmd=[ansible_test, "sanity"] + common, counter=count_sanity,
+             progress=[r"^Running sanity test '([^']+)'"],
+             forbid=[r"Required program \S+ not found", r"Skipping sanity test", r"All targets skipped"]),
+        dict(name="units/%s" % version, kind="units", unit="tests", venv=venv, weight=1,
+             cmd=[ansible_test, "units"] + common + ["--num-workers", "2"], counter=count_junit,
+             progress=[r"^Unit test (\S+ with Python \S+)", r"\[\s*(\d+%)\]"],
+             forbid=[r"\d+ skipped", r"\d+ xfailed", r"\d+ deselected"]),
     ]
 
 
-def environment():
+def suite_table():
+    suites = []
+    for venv in CORES:
+        version = core_version(venv)
+        if version is None:
+            suites += [dict(name="%s/%s" % (kind, os.path.basename(venv)), kind=kind, unit="tests", missing=venv)
+                       for kind in ("integration", "sanity", "units")]
+        else:
+            suites += core_suites(venv, version)
+    suites += [
+        dict(name="molecule", kind="molecule", unit="scenarios", weight=3, cwd="extensions", scenarios=True,
+             progress=[r"(?:INFO|WARNING)\s+(\S+ ➜ \w+)", r"^TASK \[(.+?)\]"]),
+        dict(name="lint", kind="lint", unit="check", weight=1, cwd="root", own_netns=False,
+             cmd=[os.path.join(BIN, "ansible-lint"), "--offline", "--profile", "production", "--nocolor"],
+             counter=count_check),
+        dict(name="changelog", kind="changelog", unit="check", weight=0, cwd="root", own_netns=False,
+             cmd=[os.path.join(BIN, "antsibull-changelog"), "lint"], counter=count_check),
+        dict(name="docs", kind="docs", unit="check", weight=0, cwd="root", own_netns=False,
+             cmd=[sys.executable, os.path.join(ROOT, "docs", "generate_reference.py"), "--check"],
+             counter=count_check),
+    ]
+    return suites
+
+
+def environment(collections, venv=None):
     env = dict(os.environ)
-    env["ANSIBLE_COLLECTIONS_PATH"] = COLLECTIONS
-    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    env["ANSIBLE_COLLECTIONS_PATH"] = collections
+    env["MOLECULE_COLLECTIONS_PATH"] = collections
+    env["PATH"] = os.path.join(venv or os.path.dirname(BIN), "bin") + os.pathsep + env.get("PATH", "")
     env.setdefault("ANSIBLE_NOCOLOR", "1")
-    env["ANSIBLE_HOME"] = os.path.join(BUILD, "ansible-home")
-    env["MOLECULE_COLLECTIONS_PATH"] = COLLECTIONS
+    env["ANSIBLE_HOME"] = os.path.join(os.path.dirname(collections), "ansible-home")
     env.pop("AZURE_IMDS_URL", None)  # every test names its mock explicitly
     return env
 
 
-def run_command(cmd, cwd, log, env):
+def in_own_namespace(cmd):
+    """cmd in a network (loopback only) and PID namespace of its own, so that suites side by side
+    never meet on a port, and nothing a suite starts outlives it."""
+    if os.environ.get("AZURE_IMDS_TEST_ISOLATION") not in ("netns", "userns"):
+        return cmd
+    return ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--", "bash", "-c",
+            'ip link set lo up; "$@"; exit $?', "bash"] + cmd
+
+
+# -- running ------------------------------------------------------------------------------------
+
+class Printer:
+    """One line at a time on stdout, from every suite's thread."""
+    lock = threading.Lock()
+
+    @classmethod
+    def say(cls, line):
+        with cls.lock:
+            print(line, flush=True)
+
+
+def run_command(suite, cmd, cwd, log, env):
+    """Run cmd with its output into log; say where it is at least every PROGRESS_EVERY seconds."""
+    patterns = [re.compile(p) for p in suite.get("progress", ())]
+    start = time.monotonic()
+    state = dict(at=None, said_at=None, said=start)
     with open(log, "ab") as handle:
         handle.write(("$ %s   (in %s)\n" % (" ".join(cmd), cwd)).encode())
         handle.flush()
-        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, check=False)
-    return proc.returncode
+        proc = subprocess.Popen(in_own_namespace(cmd) if suite.get("own_netns", True) else cmd, cwd=cwd, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+        def read():
+            for raw in proc.stdout:
+                handle.write(raw)
+                line = raw.decode("utf-8", "replace").rstrip()
+                for pattern in patterns:
+                    found = pattern.search(line)
+                    if found:
+                        state["at"] = found.group(1)
+                        break
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        while reader.is_alive():
+            reader.join(1.0)
+            now = time.monotonic()
+            if now - state["said"] >= PROGRESS_EVERY or (state["at"] != state["said_at"] and now - state["said"] >= 10):
+                Printer.say("harness: %-18s %5.0fs  at: %s" % (suite["name"], now - start, state["at"] or "(starting)"))
+                state.update(said=now, said_at=state["at"])
+        return proc.wait()
 
 
-def run_suite(suite, env):
-    log = os.path.join(LOGS, suite["name"] + ".log")
+def prepare_copy(snapshot, suite):
+    """A private copy of the snapshot for this suite: tools write tests/output and caches there."""
+    place = os.path.join(BUILD, "suites", suite["name"].replace("/", "-"))
+    if os.path.isdir(place):
+        shutil.rmtree(place)
+    copy = os.path.join(place, "collections", *collection_path.TAIL)
+    shutil.copytree(snapshot, copy, symlinks=True)
+    return copy
+
+
+def run_suite(suite, snapshot):
+    log = os.path.join(LOGS, suite["name"].replace("/", "-") + ".log")
     open(log, "w").close()
-    if suite["sync"]:
-        sync_collection()
-    if suite["name"] == "molecule":
-        scenarios = molecule_scenarios()
-        rc = 0
-        passed = 0
-        for scenario in scenarios:
-            code = run_command([os.path.join(BIN, "molecule"), "test", "-s", scenario], suite["cwd"], log, env)
-            if code == 0:
-                passed += 1
+    if "missing" in suite:
+        with open(log, "a") as handle:
+            handle.write("harness: %s is missing; `make venvs` builds it\n" % suite["missing"])
+        return 1, 0, 1, log
+    copy = prepare_copy(snapshot, suite)
+    collections = os.path.dirname(os.path.dirname(os.path.dirname(copy)))
+    env = environment(collections, suite.get("venv"))
+    cwd = {"root": ROOT, "extensions": os.path.join(ROOT, "extensions")}.get(suite.get("cwd"), copy)
+    if suite.get("scenarios"):
+        passed = failed = rc = 0
+        molecule = os.path.join(BIN, "molecule")
+        for scenario in molecule_scenarios():
+            Printer.say("harness: %-18s scenario %s" % (suite["name"], scenario))
+            code = run_command(suite, [molecule, "test", "-s", scenario], cwd, log, env)
+            passed, failed = (passed + 1, failed) if code == 0 else (passed, failed + 1)
             rc = rc or code
-        return rc, passed, log
-    rc = run_command(suite["cmd"], suite["cwd"], log, env)
+        return rc, passed, failed, log
+    cmd = suite["cmd"]
+    if suite.get("lock"):
+        os.makedirs(os.path.dirname(ANSIBLE_TEST_LOCK), exist_ok=True)
+        cmd = ["flock", "--shared", ANSIBLE_TEST_LOCK] + cmd
+    rc = run_command(suite, cmd, cwd, log, env)
     with open(log, encoding="utf-8", errors="replace") as handle:
         text = handle.read()
+    passed, failed = suite["counter"](text, rc, copy)
+    if rc and not failed:
+        failed = 1  # the tool failed before it could say what: one failure, not none
     for pattern in suite.get("forbid", ()):
         found = re.search(pattern, text, re.M)
         if found:
             # Nothing is skipped to get green: a skip the tool reports is a failure here.
             with open(log, "a") as handle:
                 handle.write("harness: the log says %r: this suite skipped something\n" % found.group(0))
-            return rc or 1, suite["counter"](text), log
-    return rc, suite["counter"](text), log
+            return rc or 1, passed, max(failed, 1), log
+    return rc, passed, failed, log
+
+
+def wanted_suites(suites, argv):
+    if not argv:
+        return suites, []
+    chosen, unknown = [], []
+    for word in argv:
+        matches = [s for s in suites if word in (s["name"], s["kind"])]
+        if not matches:
+            unknown.append(word)
+        chosen += [s for s in matches if s not in chosen]
+    return [s for s in suites if s in chosen], unknown
+
+
+def run_all(suites, jobs, snapshot):
+    """Run suites on `jobs` workers, heaviest first; answers the results in table order."""
+    queue = sorted(suites, key=lambda s: -s.get("weight", 1))
+    results = {}
+    lock = threading.Lock()
+
+    def worker():
+        while True:
+            with lock:
+                if not queue:
+                    return
+                suite = queue.pop(0)
+            Printer.say("harness: %-18s started" % suite["name"])
+            start = time.monotonic()
+            rc, passed, failed, log = run_suite(suite, snapshot)
+            took = time.monotonic() - start
+            ok = rc == 0 and failed == 0 and passed > 0
+            if ok or failed:
+                why = ""
+            else:
+                why = " (exit %d)" % rc if rc else " (ran nothing)"
+                failed = max(failed, 1)
+            results[suite["name"]] = dict(suite=suite, ok=ok, passed=passed, failed=failed, took=took, log=log)
+            Printer.say("harness: %-18s %s  %d passed, %d failed  %6.1fs%s  log: %s" % (
+                suite["name"], "PASS" if ok else "FAIL", passed, failed, took, why, os.path.relpath(log, ROOT)))
+            if not ok:
+                with open(log, encoding="utf-8", errors="replace") as handle:
+                    tail = handle.read().splitlines()[-30:]
+                Printer.say("\n".join("    | " + line for line in tail))
+
+    threads = [threading.Thread(target=worker) for _ in range(max(1, jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [results[s["name"]] for s in suites]
 
 
 def main(argv):
+    jobs = 2
+    if argv[:1] == ["-j"]:
+        jobs, argv = int(argv[1]), argv[2:]
+    if "--core-venvs" in argv:
+        print("\n".join(CORES))
+        return 0
     suites = suite_table()
-    names = [s["name"] for s in suites]
-    if "--sync-only" in argv:
-        sync_collection()
-        return 0
     if "--list" in argv:
-        print("\n".join(names))
+        print("\n".join(s["name"] for s in suites))
         return 0
-    wanted = argv or names
-    unknown = [w for w in wanted if w not in names]
+    suites, unknown = wanted_suites(suites, argv)
     if unknown:
-        print("run_suites: unknown suite(s) %s; choose from: %s" % (", ".join(unknown), ", ".join(names)))
+        print("run_suites: unknown suite(s) %s; choose from: %s"
+              % (", ".join(unknown), ", ".join(s["name"] for s in suite_table())))
         return 2
-    os.makedirs(LOGS, exist_ok=True)
-    env = environment()
     isolation = os.environ.get("AZURE_IMDS_TEST_ISOLATION", "none")
-    print("harness: network isolation: %s" % isolation, flush=True)
     if isolation == "none":
         print("harness: refusing to run outside tests/harness/loopback-only (no isolation)")
         return 2
-    results = []
-    for suite in suites:
-        if suite["name"] not in wanted:
-            continue
-        start = time.monotonic()
-        print("harness: %-12s running ..." % suite["name"], flush=True)
-        rc, tests, log = run_suite(suite, env)
-        took = time.monotonic() - start
-        ok = rc == 0 and tests > 0
-        why = "" if ok else (" (exit %d)" % rc if rc else " (ran no test)")
-        results.append(dict(name=suite["name"], ok=ok, tests=tests))
-        print("harness: %-12s %s  %4d %-13s %6.1fs%s  log: %s"
-              % (suite["name"], "PASS" if ok else "FAIL", tests, suite["unit"], took, why, os.path.relpath(log, ROOT)),
-              flush=True)
-        if not ok:
-            with open(log, encoding="utf-8", errors="replace") as handle:
-                tail = handle.read().splitlines()[-40:]
-            print("\n".join("    | " + line for line in tail), flush=True)
-    passed = sum(r["tests"] for r in results if r["ok"])
-    failed = sum(max(r["tests"], 1) for r in results if not r["ok"])
-    print("harness: suites: %s" % ", ".join("%s=%s" % (r["name"], "ok" if r["ok"] else "FAILED") for r in results))
-    # CI reads this plain line; a failed suite counts its tests (at least one) as failed.
-    print("%d passed, %d failed" % (passed, failed))
+    if isolation == "guard" and jobs > 1:
+        # Without namespaces, suites side by side would meet on the mock's fixed port.
+        print("harness: no network namespace here: one suite at a time", flush=True)
+        jobs = 1
+    print("harness: network isolation: %s; %d suites, %d at a time" % (isolation, len(suites), jobs), flush=True)
+    os.makedirs(LOGS, exist_ok=True)
+    began = time.monotonic()
+    snapshot = collection_path.copy_for_ansible_test(os.path.join(BUILD, "snapshot"))
+    results = run_all(suites, jobs, snapshot)
+    print("")
+    print("harness: %-18s %-6s %7s %7s  %-13s %8s" % ("suite", "result", "passed", "failed", "counting", "time"))
+    for r in results:
+        print("harness: %-18s %-6s %7d %7d  %-13s %7.1fs" % (r["suite"]["name"], "PASS" if r["ok"] else "FAIL",
+                                                             r["passed"], r["failed"], r["suite"]["unit"], r["took"]))
+    print("harness: wall time %.1fs" % (time.monotonic() - began))
+    # CI reads this plain line.
+    print("%d passed, %d failed" % (sum(r["passed"] for r in results), sum(r["failed"] for r in results)))
     return 0 if all(r["ok"] for r in results) else 1
 
 

@@ -1,20 +1,50 @@
 """Make the collection importable as ansible_collections.azure_imds.scheduled_events.
 
-The harness copies the tree to build/collections for ansible-test; plain `pytest tests/unit`
-from a checkout gets a symlink farm under .cache instead, so edits show without a copy.
+Under `ansible-test units` (what `make test` runs) the tree already sits at
+.../ansible_collections/azure_imds/scheduled_events (tests/harness/collection_path.py builds it)
+and nothing here is needed. Plain `pytest tests/unit` from a checkout gets the same path as a
+symlink farm from that one module, so edits show without a copy.
+
+ansible.module_utils.testing.patch_module_args, which the module tests use, came with
+ansible-core 2.19; on the older cores the collection supports, the same context manager is
+provided here, built on what those cores read (basic._ANSIBLE_ARGS).
 """
+import contextlib
+import json
 import os
 import sys
+import types
+from unittest import mock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FARM = os.path.join(ROOT, ".cache", "pytest-collections")
-LINK = os.path.join(FARM, "ansible_collections", "azure_imds", "scheduled_events")
+sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
+import collection_path  # noqa: E402  pylint: disable=wrong-import-position
 
-if not os.path.islink(LINK):
-    os.makedirs(os.path.dirname(LINK), exist_ok=True)
-    os.symlink(ROOT, LINK)
-if FARM not in sys.path:
-    sys.path.insert(0, FARM)
+collection_path.importable(ROOT)
 for extra in (os.path.join(ROOT, "tests"), os.path.join(ROOT, "roles", "mock_imds", "files")):
     if extra not in sys.path:
         sys.path.insert(0, extra)
+
+
+def _provide_patch_module_args():
+    try:
+        import ansible.module_utils.testing  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+        return
+    except ImportError:
+        pass
+    from ansible.module_utils import basic  # pylint: disable=import-outside-toplevel
+
+    @contextlib.contextmanager
+    def patch_module_args(args=None):
+        if not isinstance(args, (dict, type(None))):
+            raise TypeError("The `args` arg must be a dict or None.")
+        payload = json.dumps(dict(ANSIBLE_MODULE_ARGS=args or {})).encode()
+        with mock.patch.object(basic, "_ANSIBLE_ARGS", payload):
+            yield
+
+    testing = types.ModuleType("ansible.module_utils.testing")
+    testing.patch_module_args = patch_module_args
+    sys.modules["ansible.module_utils.testing"] = testing
+
+
+_provide_patch_module_args()

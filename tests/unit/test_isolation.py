@@ -10,7 +10,19 @@ from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import
 
 from .plugins.module_utils.fakes import FakeClock
 
-ISOLATION = os.environ.get("AZURE_IMDS_TEST_ISOLATION")
+
+
+def _isolation():
+    """The mode tests/harness/loopback-only chose. ansible-test units passes the tests only the
+    environment variables it knows, so under it the namespace shows itself instead: a network
+    namespace has no interface but loopback."""
+    mode = os.environ.get("AZURE_IMDS_TEST_ISOLATION")
+    if mode is None and [pair[1] for pair in socket.if_nameindex()] == ["lo"]:
+        mode = "netns"
+    return mode
+
+
+ISOLATION = _isolation()
 
 
 def require_isolation():

@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Helpers for the tests of the playbooks, the demo, the docs and the AWX definitions.
 
-Playbook runs use the collection through the symlink farm of tests/unit/conftest.py, so what is
-tested is this checkout, and talk only to a mock IMDS on 127.0.0.1 named in the inventory.
+Playbook runs find the collection where tests/harness/collection_path.py puts it (this checkout
+itself, or a symlink farm pointing at it), so what is tested is this checkout, and talk only to a mock IMDS on 127.0.0.1 named in the inventory.
 """
 
 import json
@@ -16,7 +16,10 @@ import pytest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-FARM = os.path.join(ROOT, ".cache", "pytest-collections")
+sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
+import collection_path  # noqa: E402  pylint: disable=wrong-import-position
+
+FARM = collection_path.collections_dir(ROOT)
 BIN = os.path.dirname(sys.executable)
 PLAYBOOKS = os.path.join(ROOT, "playbooks")
 PLAYBOOK_NAMES = ("rolling_maintenance", "approve_user_events", "report", "deploy_watcher")
