@@ -6,9 +6,10 @@
 from __future__ import print_function
 
 import collections
+import re
 from http import HTTPStatus
 
-from .checks import MockError, _check_keys, _choice, _number
+from .checks import MAX_TEXT, MockError, _check_keys, _choice, _number
 from .rules import MAX_FAULT_DELAY, OWN_BODIES, PATH_SCHEDULED_EVENTS, _error_bytes
 
 
@@ -55,10 +56,28 @@ class Fault(object):
 def _fault_paths(value):
     if value is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+    if not isinstance(value, list) or len(value) > 32 or not all(isinstance(p, str) and 0 < len(p) <= 256
+                                                                  for p in value):
         raise MockError("fault paths must be a list of IMDS paths such as /metadata/scheduledevents "
                         "(or short names such as scheduledevents)")
     return [p.rstrip("/") if p.startswith("/") else "/metadata/" + p.strip("/") for p in value]
+
+
+# What may go into a response header verbatim: printable ASCII, never a line break.
+_HEADER_VALUE_RE = re.compile(r"\A[\x20-\x7e]{1,2048}\Z")
+_TOKEN_RE = re.compile(r"\A[A-Za-z]{1,16}\Z")
+
+
+def _retry_after(value):
+    """Seconds (a whole number) or, as RFC 9110 also allows, an HTTP date sent as given."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not _HEADER_VALUE_RE.match(value) or len(value) > 64:
+            raise MockError("fault retry_after must be whole seconds or an HTTP date such as "
+                            "'Sat, 01 Jan 2000 00:00:00 GMT' (printable, up to 64 characters), got %r" % value[:80])
+        return value
+    return _number(value, "fault retry_after (whole seconds or an HTTP date)", minimum=0, integer=True)
 
 
 def make_fault(spec, fleet, real_now, fault_id):
@@ -67,11 +86,11 @@ def make_fault(spec, fleet, real_now, fault_id):
     f.fault_id = fault_id
     f.kind = _choice(spec.get("kind"), "fault kind", FAULT_KINDS)
     f.vm = spec.get("vm")
-    if f.vm is not None and f.vm not in fleet.vms:
-        raise MockError("fault vm %r is not in the fleet (%s); omit vm for all VMs" % (f.vm, ", ".join(fleet.vms)),
-                        404)
+    if f.vm is not None and (not isinstance(f.vm, str) or f.vm not in fleet.vms):
+        raise MockError("fault vm %r is not in the fleet (%s); omit vm for all VMs"
+                        % (f.vm, ", ".join(list(fleet.vms)[:20])), 404)
     count = spec.get("count")
-    f.remaining = None if count is None else _number(count, "fault count", minimum=1, integer=True)
+    f.remaining = None if count is None else _number(count, "fault count", minimum=1, maximum=10 ** 9, integer=True)
     duration = spec.get("duration")
     f.duration = None if duration is None else _number(duration, "fault duration (real seconds)", minimum=0.001)
     f.expires = None if f.duration is None else real_now + f.duration
@@ -92,20 +111,21 @@ def make_fault(spec, fleet, real_now, fault_id):
         _choice(f.status, "redirect status", REDIRECT_STATUSES)
     elif "status" in spec:
         raise MockError("status only applies to status and redirect faults")
-    retry_after = spec.get("retry_after")
-    f.retry_after = None if retry_after is None else _number(retry_after, "fault retry_after", minimum=0,
-                                                             integer=True)
+    f.retry_after = _retry_after(spec.get("retry_after"))
     f.paths = _fault_paths(spec.get("paths"))
     methods = spec.get("methods")
-    if methods is not None and (not isinstance(methods, list) or not all(isinstance(m, str) for m in methods)):
+    if methods is not None and (not isinstance(methods, list) or len(methods) > 16
+                                or not all(isinstance(m, str) and _TOKEN_RE.match(m) for m in methods)):
         raise MockError("fault methods must be a list such as [\"GET\"]")
     f.methods = None if methods is None else [m.upper() for m in methods]
     f.location = spec.get("location")
-    if f.location is not None and (f.kind != "redirect" or not isinstance(f.location, str)):
-        raise MockError("location only applies to redirect faults and must be a URL string")
+    if f.location is not None and (f.kind != "redirect" or not isinstance(f.location, str)
+                                   or not _HEADER_VALUE_RE.match(f.location)):
+        raise MockError("location only applies to redirect faults and must be a URL string (printable ASCII, up "
+                        "to 2048 characters)")
     f.body = spec.get("body")
-    if f.body is not None and (f.kind != "status" or not isinstance(f.body, str)):
-        raise MockError("body only applies to status faults and must be a string")
+    if f.body is not None and (f.kind != "status" or not isinstance(f.body, str) or len(f.body) > MAX_TEXT):
+        raise MockError("body only applies to status faults and must be a string of at most %d characters" % MAX_TEXT)
     f.interval = None
     if f.kind == "trickle":
         if "interval" not in spec:

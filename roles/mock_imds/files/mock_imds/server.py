@@ -203,7 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, obj = exc.status, {"error": str(exc)}
         except Exception as exc:  # pylint: disable=broad-except
             # Whatever goes wrong, the caller gets JSON and the connection stays usable.
-            status, obj = 500, {"error": "mock_imds internal error: %r; the state is unchanged" % (exc,)}
+            status, obj = 500, {"error": "mock_imds internal error (a bug of the mock): %r" % (exc,)}
             if mock.log is not None:
                 mock.log("internal error on %s /_mock/%s: %r" % (self.command, path, exc))
         return Response(status, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))

@@ -370,7 +370,9 @@ class MockState(ImdsEndpoints):
         new_fleet = None
         if fleet is not None or doc.get("fleet") is not None or default_vm is not None:
             new_fleet = Fleet(fleet if fleet is not None else doc.get("fleet"), default_vm)
-        cfg = dict(doc.get("config") or {})
+        scenario_cfg = doc.get("config") or {}
+        _check_keys(scenario_cfg, CONFIG_KEYS, "scenario.config")
+        cfg = dict(scenario_cfg)
         if "speed" in doc:
             cfg["speed"] = doc["speed"]
         cfg.update(config or {})
