@@ -458,7 +458,7 @@ def not_before_epoch(value):
         else:
             parsed = email.utils.parsedate_tz(value)
             if parsed is None:
-                raise ValueError("neither RFC 1123 nor ISO 8601")
+                raise ValueError("no such format")
             datetime.datetime(*parsed[:6])
             epoch = email.utils.mktime_tz(parsed)
         _epoch_to_iso(epoch)
@@ -535,7 +535,8 @@ class _EventReader:
         try:
             return normalize_not_before(self.raw.get("NotBefore"))
         except ValueError as exc:
-            self.warn("NotBefore", "is unreadable: %s" % exc)
+            # exc names the field and the value: "NotBefore 'soon' is not a date in ..."
+            self.warnings.append("%s: %s; read as null." % (self.label, exc))
             return None
 
     def duration(self):
@@ -1069,14 +1070,16 @@ class ImdsClient:
                     "itself on; raise request_timeout and retry_timeout.")
         elif failure.kind == Failure.BAD_BODY:
             hint = "IMDS kept answering 200 without a readable document; this is transient on Azure, try again."
+        attempts = "%d attempt%s" % (len(self.last_failures), "" if len(self.last_failures) == 1 else "s")
         if failure.retry_after is not None and min(failure.retry_after, RETRY_AFTER_CAP) >= left:
+            # The deadline, not IMDS, is the limit here: say so rather than "did not succeed within".
             capped = "" if failure.retry_after <= RETRY_AFTER_CAP else " (capped at %gs)" % RETRY_AFTER_CAP
-            text = ("%s %s: IMDS asked to retry after %gs%s but only %.1fs of %s were left; last failure: %s."
-                    % (method, url, round(failure.retry_after, 1), capped, left, budget_name, failure.describe()))
+            text = ("%s %s gave up after %s in %.1fs: IMDS asked to retry after %gs%s but only %.1fs of %s were "
+                    "left; last failure: %s." % (method, url, attempts, elapsed, round(failure.retry_after, 1), capped,
+                                                 left, budget_name, failure.describe()))
         else:
-            text = ("%s %s did not succeed within %s (%.1fs elapsed, %d attempt%s); last failure: %s."
-                    % (method, url, budget_name, elapsed, len(self.last_failures),
-                       "" if len(self.last_failures) == 1 else "s", failure.describe()))
+            text = ("%s %s did not succeed within %s (%.1fs elapsed, %s); last failure: %s."
+                    % (method, url, budget_name, elapsed, attempts, failure.describe()))
         return ImdsTimeoutError(text, url=url, status=failure.status, imds_error=failure.imds_error, hint=hint)
 
 

@@ -76,7 +76,7 @@ def test_not_before_formats(value, expected):
 
 
 def test_unreadable_not_before_is_an_error_not_a_guess():
-    with pytest.raises(ValueError, match="neither RFC 1123 nor ISO 8601"):
+    with pytest.raises(ValueError, match="is not a date in RFC 1123 or ISO 8601"):
         _imds.normalize_not_before("next tuesday")
 
 

@@ -1,0 +1,409 @@
+"""Issue 10, bad input: every numeric or URL option, every bad value, from one table.
+
+Options: those of scheduled_event_info and scheduled_event_approve (each run as Ansible runs a
+module), of the scheduled_event_wait action, of the watcher's configuration file (its loader, its
+check-config command and `run --once`) and the watcher role's variables (one check-mode playbook
+run on localhost, every case in a block of its own). Each case must be refused at once: a clear
+error that names the option, no traceback, and no request in the mock IMDS's audit.
+"""
+
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+import yaml
+
+from mock_imds_helpers import start_mock
+
+from .board import ACCEPTED, BOARD, EXCEPTION, HANG, REFUSED
+from .drivers import (INTERNAL_ERROR, VM, WATCHER, COLLECTIONS_FARM, Process, clean_env, make_wait_action,
+                      run_module)
+
+NUMBER_VALUES = [
+    ("nan", float("nan")),
+    ("+inf", float("inf")),
+    ("-inf", float("-inf")),
+    ("negative", -1),
+    ("zero", 0),                     # only for options where zero is not a valid value
+    ("huge", 1e308),
+    ("string", "abc"),
+    ("bool", True),
+    ("list", [1]),
+    ("fullwidth_5", u"\uff15"),                   # "５": float() reads it as 5.0
+    ("fullwidth_1e3", u"\uff11e3"),               # "１e3": float() reads it as 1000.0
+    ("nan_as_text", "nan"),
+]
+
+# {port} is the mock's: a URL that slipped through would reach it and show in its audit.
+URL_VALUES = [
+    ("port_abc", "http://127.0.0.1:abc/vm/web_0"),
+    ("port_99999", "http://127.0.0.1:99999/vm/web_0"),
+    ("port_0", "http://127.0.0.1:0/vm/web_0"),
+    ("unclosed_ipv6", "http://[::1"),
+    ("space", "http://127.0.0.1:{port}/vm/web 0"),
+    ("control_character", "http://127.0.0.1:{port}/vm/web_0\x01"),
+    ("empty", ""),
+    ("ftp", "ftp://127.0.0.1:{port}/vm/web_0"),
+]
+
+
+class Option(object):
+    """A numeric (kind number or integer) or URL option of one target.
+
+    named: a regular expression the refusal must match (the option's name as the user wrote it);
+    zero_ok: zero is a valid value (the zero case is not made); extra: arguments it needs to matter.
+    """
+
+    def __init__(self, target, name, kind="number", zero_ok=False, named=None, extra=None):
+        self.target = target
+        self.name = name
+        self.kind = kind
+        self.zero_ok = zero_ok
+        self.named = named or re.escape(name)
+        self.extra = extra or {}
+
+    def values(self):
+        if self.kind == "url":
+            return URL_VALUES
+        return [(label, value) for label, value in NUMBER_VALUES if not (label == "zero" and self.zero_ok)]
+
+
+WATCH = {"changed_since": 1, "max_wait": 2}
+OPTIONS = [
+    Option("info", "request_timeout"),
+    Option("info", "retry_timeout", zero_ok=True),
+    Option("info", "max_wait", zero_ok=True, extra={"changed_since": 1}),
+    Option("info", "poll_interval", extra=WATCH),
+    Option("info", "changed_since", kind="integer", zero_ok=True, extra={"max_wait": 2}),
+    Option("info", "imds_url", kind="url"),
+    Option("approve", "request_timeout"),
+    Option("approve", "retry_timeout", zero_ok=True),
+    Option("approve", "imds_url", kind="url"),
+    Option("wait", "timeout", zero_ok=True),
+    Option("wait", "delay", zero_ok=True),
+    Option("wait", "sleep"),
+    Option("wait", "request_timeout"),
+    Option("wait", "retry_timeout", zero_ok=True),
+    Option("wait", "since_incarnation", kind="integer", zero_ok=True, extra={"state": "changed"}),
+    Option("wait", "imds_url", kind="url"),
+    Option("watcher config", "poll_interval"),
+    Option("watcher config", "request_timeout"),
+    Option("watcher config", "first_request_timeout"),
+    Option("watcher config", "handler_timeout"),
+    Option("watcher config", "kill_grace", zero_ok=True),
+    Option("watcher config", "approval.freeze_max_duration", kind="integer", zero_ok=True),
+    Option("watcher config", "handlers[0].timeout", named=r"handlers\[0\]\.timeout|10-probe\.timeout"),
+    Option("watcher config", "imds_url", kind="url"),
+    Option("watcher role", "watcher_poll_interval"),
+    Option("watcher role", "watcher_request_timeout"),
+    Option("watcher role", "watcher_first_request_timeout"),
+    Option("watcher role", "watcher_handler_timeout"),
+    Option("watcher role", "watcher_kill_grace", zero_ok=True),
+    Option("watcher role", "watcher_approve_freeze_max_duration", kind="integer", zero_ok=True),
+    Option("watcher role", "watcher_systemd_restart_sec", kind="integer", zero_ok=True),
+    Option("watcher role", "watcher_handlers[0].timeout", named=r"watcher_handlers.*timeout"),
+    Option("watcher role", "watcher_imds_url", kind="url"),
+]
+
+
+class Case(object):
+    def __init__(self, option, label, value):
+        self.option = option
+        self.label = label
+        self.value = value
+        self.id = "%s-%s-%s" % (option.target.replace(" ", "_"), option.name, label)
+
+    def __repr__(self):
+        return self.id
+
+    def value_for(self, port):
+        return self.value.format(port=port) if self.option.kind == "url" else self.value
+
+
+CASES = [Case(option, label, value) for option in OPTIONS for label, value in option.values()]
+
+
+class Verdict(object):
+    def __init__(self, outcome, reason=None):
+        self.outcome = outcome
+        self.reason = reason          # why it is not REFUSED, or None
+
+
+def refusal(case, message, requests=0, elapsed=0.0):
+    """REFUSED when message is a clear refusal naming the option, sent before any IMDS request."""
+    if not isinstance(message, str) or not message.strip():
+        return Verdict(ACCEPTED, "no error message")
+    if INTERNAL_ERROR.search(message):
+        return Verdict(EXCEPTION, "an internal error reached the user: %s" % _short(message))
+    if not re.search(case.option.named, message):
+        return Verdict(ACCEPTED, "the error does not name %s: %s" % (case.option.name, _short(message)))
+    if requests:
+        return Verdict(ACCEPTED, "%d IMDS request(s) before the refusal" % requests)
+    if elapsed > AT_ONCE:
+        return Verdict(ACCEPTED, "refused only after %.1fs" % elapsed)
+    return Verdict(REFUSED)
+
+
+def _short(text, size=400):
+    text = " ".join(str(text).split())
+    return text if len(text) <= size else text[:size] + "..."
+
+
+# Seconds a refusal may take, a process start on a busy machine included; and a case's limit.
+AT_ONCE = 20.0
+CASE_LIMIT = 60.0
+
+
+def _requests(mock):
+    return len(mock.control("GET", "audit")["requests"])
+
+
+# -- the modules ---------------------------------------------------------------------------------
+
+MODULE_NAMES = {"info": "scheduled_event_info", "approve": "scheduled_event_approve"}
+
+
+def check_module(case):
+    with start_mock(rate_limit=True) as mock:
+        args = {"imds_url": mock.vm_url(VM), "resource_name": VM, "request_timeout": 3, "retry_timeout": 3}
+        args.update(case.option.extra)
+        args[case.option.name] = case.value_for(mock.port)
+        run = run_module(MODULE_NAMES[case.option.target], args, timeout=CASE_LIMIT)
+        requests = _requests(mock)
+    if run.process.killed:
+        return Verdict(HANG, "still running after %gs" % CASE_LIMIT)
+    if run.result is None or "Traceback" in run.process.output:
+        return Verdict(EXCEPTION, "rc %s: %s" % (run.process.returncode, _short(run.process.output[-600:])))
+    if not run.result.get("failed"):
+        return Verdict(ACCEPTED, "the module succeeded (%d IMDS requests)" % requests)
+    return refusal(case, run.result.get("msg"), requests, run.process.elapsed)
+
+
+# -- the wait action -----------------------------------------------------------------------------
+
+def check_wait(case):
+    from ansible.errors import AnsibleActionFail
+
+    calls = []
+
+    def execute_module(module_name=None, module_args=None, task_vars=None, **kwargs):
+        # Reaching the host at all means the value was not refused at once.
+        calls.append(module_args)
+        return {"failed": True, "msg": "the host was reached"}
+
+    args = {"imds_url": "http://127.0.0.1:9/vm/web_0", "timeout": 5}
+    args.update(case.option.extra)
+    args[case.option.name] = case.value_for(9)
+    action = make_wait_action(args, execute_module, sleep=lambda seconds: None)
+    box = {}
+
+    def target():
+        try:
+            box["result"] = action.run(task_vars={"inventory_hostname": VM})
+        except Exception as exc:  # pylint: disable=broad-except
+            box["error"] = exc
+
+    started = time.monotonic()
+    thread = threading.Thread(target=target, name="wait-bad-input")
+    thread.daemon = True
+    thread.start()
+    thread.join(CASE_LIMIT)
+    elapsed = time.monotonic() - started
+    if thread.is_alive():
+        return Verdict(HANG, "the action did not return within %gs" % CASE_LIMIT)
+    if "error" in box:
+        if not isinstance(box["error"], AnsibleActionFail):
+            return Verdict(EXCEPTION, "%s: %s" % (type(box["error"]).__name__, _short(box["error"])))
+        message = str(box["error"])
+    elif box["result"].get("failed"):
+        message = box["result"].get("msg")
+    else:
+        return Verdict(ACCEPTED, "the wait succeeded")
+    return refusal(case, message, len(calls), elapsed)
+
+
+# -- the watcher's configuration -----------------------------------------------------------------
+
+def watcher_document(case, mock, workdir):
+    handlers = os.path.join(workdir, "handlers")
+    doc = {"imds_url": mock.vm_url(VM), "resource_name": VM, "state_dir": os.path.join(workdir, "state"),
+           "handlers_dir": handlers, "log_format": "json", "request_timeout": 3, "first_request_timeout": 3}
+    value = case.value_for(mock.port)
+    name = case.option.name
+    if name.startswith("approval."):
+        doc["approval"] = {name.split(".", 1)[1]: value}
+    elif name.startswith("handlers[0]."):
+        doc["handlers"] = [{"name": "10-probe", "phase": "drain", "command": ["/bin/true"], "timeout": value}]
+    else:
+        doc[name] = value
+    return doc
+
+
+def check_watcher_config(case):
+    import watcher_config
+
+    workdir = tempfile.mkdtemp(prefix="hardening-config-")
+    path = os.path.join(workdir, "config.json")
+    with start_mock(rate_limit=True) as mock:
+        with open(path, "w") as handle:
+            # allow_nan writes JSON's NaN, Infinity and -Infinity literals, which json.loads reads.
+            json.dump(watcher_document(case, mock, workdir), handle, allow_nan=True)
+        try:
+            watcher_config.load_config(path)
+        except watcher_config.ConfigError as exc:
+            loader = refusal(case, str(exc))
+        except Exception as exc:  # pylint: disable=broad-except
+            loader = Verdict(EXCEPTION, "load_config raised %s: %s" % (type(exc).__name__, _short(exc)))
+        else:
+            loader = Verdict(ACCEPTED, "load_config accepted it")
+        verdicts = [("load_config", loader)]
+        for command in (["check-config"], ["run", "--once"]):
+            process = Process([sys.executable, WATCHER] + command + ["--config", path], clean_env(), cwd=workdir)
+            result = process.wait(CASE_LIMIT)
+            if result.killed:
+                verdict = Verdict(HANG, "still running after %gs" % CASE_LIMIT)
+            elif "Traceback" in result.output:
+                verdict = Verdict(EXCEPTION, _short(result.output[-600:]))
+            elif result.returncode != 2:
+                verdict = Verdict(ACCEPTED, "exit status %s, not 2 (a configuration error): %s"
+                                  % (result.returncode, _short(result.output[-300:])))
+            else:
+                verdict = refusal(case, result.stderr, _requests(mock), result.elapsed)
+            verdicts.append((" ".join(command), verdict))
+    for where, verdict in verdicts:
+        if verdict.outcome != REFUSED:
+            return Verdict(verdict.outcome, "%s: %s" % (where, verdict.reason))
+    return Verdict(REFUSED)
+
+
+# -- the watcher role: one check-mode playbook run for every case ----------------------------------
+
+ROLE_CASES = [case for case in CASES if case.option.target == "watcher role"]
+PLAYBOOK_LIMIT = 600.0
+
+
+def _role_vars(case, mock, workdir):
+    base = {
+        "watcher_service_manager": "process", "watcher_python": sys.executable,
+        "watcher_install_dir": os.path.join(workdir, "install"), "watcher_config_dir": os.path.join(workdir, "etc"),
+        "watcher_state_dir": os.path.join(workdir, "state"),
+        "watcher_command_path": os.path.join(workdir, "bin", "azure-imds-watcher"),
+        "watcher_process_pid_file": os.path.join(workdir, "run", "watcher.pid"),
+        "watcher_process_log_file": os.path.join(workdir, "watcher.log"),
+        "watcher_imds_url": mock.vm_url(VM), "watcher_resource_name": VM,
+    }
+    value = case.value_for(mock.port)
+    if case.option.name == "watcher_handlers[0].timeout":
+        base["watcher_handlers"] = [{"name": "10-probe", "phase": "drain", "command": ["/bin/true"], "timeout": value}]
+    else:
+        base[case.option.name] = value
+    return base
+
+
+def role_playbook(cases, mock, workdir, results_path):
+    tasks = []
+    for case in cases:
+        record = "{{ hardening_results | combine({'%s': %s}) }}"
+        tasks.append({
+            "name": "Case %s" % case.id,
+            "block": [
+                {"name": "Run the role with %s" % case.id,
+                 "ansible.builtin.include_role": {"name": "azure_imds.scheduled_events.watcher"},
+                 "vars": _role_vars(case, mock, workdir)},
+                {"name": "Not refused: %s" % case.id,
+                 "ansible.builtin.set_fact": {"hardening_results": record % (case.id, "{'refused': false}")}},
+            ],
+            "rescue": [
+                {"name": "Refused: %s" % case.id,
+                 "ansible.builtin.set_fact": {"hardening_results": record % (
+                     case.id, "{'refused': true, 'msg': ansible_failed_result.msg | default('') | string, "
+                              "'task': ansible_failed_task.name | default('') | string}")}},
+            ],
+        })
+    tasks.append({"name": "Write the results", "check_mode": False,
+                  "ansible.builtin.copy": {"content": "{{ hardening_results | to_json }}", "dest": results_path,
+                                           "mode": "0600"}})
+    return [{"name": "Bad values of the watcher role's variables", "hosts": "localhost", "gather_facts": False,
+             "vars": {"hardening_results": {}}, "tasks": tasks}]
+
+
+def run_role_cases():
+    """Run every role case in one playbook run; {case id: Verdict}."""
+    workdir = tempfile.mkdtemp(prefix="hardening-role-")
+    results_path = os.path.join(workdir, "results.json")
+    with start_mock(rate_limit=True) as mock:
+        playbook = os.path.join(workdir, "playbook.yml")
+        with open(playbook, "w") as handle:
+            yaml.safe_dump(role_playbook(ROLE_CASES, mock, workdir, results_path), handle, sort_keys=False)
+        env = clean_env({"ANSIBLE_COLLECTIONS_PATH": COLLECTIONS_FARM, "ANSIBLE_HOME": os.path.join(workdir, "home"),
+                         "ANSIBLE_LOCAL_TEMP": os.path.join(workdir, "tmp"), "ANSIBLE_NOCOLOR": "1",
+                         "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"})
+        env.pop("PYTHONPATH")
+        command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c",
+                   "local", "--check", "-e", "ansible_python_interpreter=%s" % sys.executable, playbook]
+        result = Process(command, env, cwd=workdir).wait(PLAYBOOK_LIMIT)
+        requests = _requests(mock)
+    if result.killed or not os.path.exists(results_path):
+        reason = "the playbook run %s: %s" % ("did not end" if result.killed else "wrote no results",
+                                              _short(result.output[-1500:], 1500))
+        return dict((case.id, Verdict(HANG if result.killed else EXCEPTION, reason)) for case in ROLE_CASES)
+    with open(results_path) as handle:
+        results = json.load(handle)
+    verdicts = {}
+    for case in ROLE_CASES:
+        outcome = results.get(case.id)
+        if outcome is None:
+            verdicts[case.id] = Verdict(EXCEPTION, "no result recorded")
+        elif not outcome["refused"]:
+            verdicts[case.id] = Verdict(ACCEPTED, "the role ran to its end in check mode")
+        else:
+            verdict = refusal(case, outcome["msg"], requests)
+            if verdict.reason:
+                verdict.reason += " (task %r)" % outcome["task"]
+            verdicts[case.id] = verdict
+    return verdicts
+
+
+# -- the table's driver ----------------------------------------------------------------------------
+
+CHECKS = {"info": check_module, "approve": check_module, "watcher config": check_watcher_config}
+ROLE_KEY = "watcher-role-playbook"
+
+
+def prefetch(params):
+    case = params["case"]
+    if case.option.target == "watcher role":
+        return 1000.0, "input", ROLE_KEY, run_role_cases
+    if case.option.target in CHECKS:
+        return 0.0, "input", case.id, lambda: CHECKS[case.option.target](case)
+    return None
+
+
+def verdict_of(case):
+    target = case.option.target
+    if target == "watcher role":
+        return BOARD.result("input", ROLE_KEY, run_role_cases, PLAYBOOK_LIMIT + 60)[case.id]
+    if target == "wait":
+        return check_wait(case)
+    return BOARD.result("input", case.id, lambda: CHECKS[target](case), 10 * CASE_LIMIT)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_value_is_refused_at_once(case):
+    verdict = verdict_of(case)
+    BOARD.count("bad input", case.id, verdict.outcome, (case.option.target, case.option.name), failure=verdict.reason)
+    assert verdict.outcome == REFUSED, "%s = %r: %s: %s" % (case.option.name, case.value, verdict.outcome,
+                                                            verdict.reason)
+
+
+def test_every_kind_of_bad_value_is_in_the_table():
+    labels = set(label for label, _value in NUMBER_VALUES)
+    assert {"nan", "+inf", "-inf", "negative", "zero", "huge", "string", "bool", "list"} <= labels
+    assert any(isinstance(v, float) and math.isnan(v) for _l, v in NUMBER_VALUES)
+    assert set(option.target for option in OPTIONS) == {"info", "approve", "wait", "watcher config", "watcher role"}
