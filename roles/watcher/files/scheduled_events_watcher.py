@@ -758,6 +758,21 @@ def start_background(args, out):
     return EXIT_FAILED
 
 
+def end_handlers_left_by(config_path):
+    """End the handlers a killed watcher left running (as its next start would). Lines to print."""
+    try:
+        config = load_config(config_path if os.path.exists(config_path) else None)
+        loaded = StateStore(config["state_dir"]).load(read_only=True)
+    except (ConfigError, StateError) as exc:
+        return ["could not look for handlers it left running: %s" % exc]
+    lines = []
+    for entry in loaded.running_handlers:           # each one checked by load()
+        outcome = watcher_processes.end_group(entry, config["kill_grace"])
+        lines.append("handler %s/%s (pid %d) it left running: %s" % (entry["phase"], entry["handler"],
+                                                                     entry["pid"], outcome))
+    return lines
+
+
 def stop_background(args, out):
     pid = read_pid(args.pid_file)
     if pid is None:
@@ -778,6 +793,9 @@ def stop_background(args, out):
     if read_pid(args.pid_file) == pid:
         os.kill(pid, signal.SIGKILL)
         out.write("stopped: pid %d did not stop within %gs and was killed\n" % (pid, args.timeout))
+        # Without systemd nothing else ends the handler it was waiting for.
+        for line in end_handlers_left_by(args.config):
+            out.write("stopped: %s\n" % line)
     else:
         out.write("stopped: pid %d\n" % pid)
     try:
@@ -794,6 +812,14 @@ def stop_background(args, out):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         self.exit(EXIT_USAGE, "%s: error: %s (see --help)\n" % (self.prog, message))
+
+
+def _seconds_argument(text):
+    try:
+        return _imds.check_number(float(text), "--timeout", minimum=0, maximum=_imds.MAX_TIMEOUT)
+    except (ValueError, _imds.ImdsInputError) as exc:
+        raise argparse.ArgumentTypeError(str(exc) if isinstance(exc, _imds.ImdsInputError)
+                                         else "--timeout must be a number of seconds, got %r" % text)
 
 
 def build_parser():
@@ -824,7 +850,7 @@ def build_parser():
         cmd.add_argument("--log-file", default=os.devnull)
         cmd.add_argument("--dry-run", action="store_true")
         cmd.add_argument("--check", action="store_true", help="only say what would be done")
-        cmd.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (default 30)")
+        cmd.add_argument("--timeout", type=_seconds_argument, default=30.0, help="seconds to wait (default 30)")
     return parser
 
 

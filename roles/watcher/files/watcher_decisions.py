@@ -88,6 +88,15 @@ def describe(event):
 # Approval policy
 # --------------------------------------------------------------------------------------------
 
+def not_before_epoch(event):
+    """NotBefore of an event as seconds since the epoch, or None when it has none or it cannot be
+    read (the client already warned about it): a limit is then the handler's timeout alone."""
+    try:
+        return _imds.not_before_epoch(event.get("not_before"))
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
 def approval_policy(event, resource_name, approval):
     """(policy, reason) for a Scheduled event that names this VM.
 
@@ -215,6 +224,8 @@ def check_record(key, record):
     for field in ("not_before", "event_type", "event_status", "event_source", "description"):
         if event.get(field) is not None and not isinstance(event[field], str):
             return None, "event.%s is not a string" % field
+    if event.get("not_before") and not_before_epoch(event) is None:
+        return None, "event.not_before %r is not a time" % (event["not_before"],)
     checks = (
         ("mine", lambda v: isinstance(v, bool)),
         ("gone", lambda v: isinstance(v, bool)),
@@ -509,7 +520,7 @@ class Planner(object):
                 return "the event left the document before its drain could start"
             if record["status"] != SCHEDULED:
                 return "the event is already %s" % record["status"]
-            not_before = _imds.not_before_epoch(record["event"].get("not_before"))
+            not_before = not_before_epoch(record["event"])
             if not_before is not None and not_before <= now_epoch:
                 return "NotBefore %s has passed: a drain must end by NotBefore" % record["event"]["not_before"]
         elif phase == "started":

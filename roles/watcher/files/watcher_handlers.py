@@ -21,9 +21,8 @@ import threading
 import time
 
 import watcher_processes
-from watcher_decisions import STOPPED, applies, handler_environment, handler_input, handler_time_limit
-
-import _imds
+from watcher_decisions import (STOPPED, applies, handler_environment, handler_input, handler_time_limit,
+                               not_before_epoch)
 
 # Output kept per handler run (the rest is counted and dropped), lines and characters logged.
 OUTPUT_LIMIT = 64 * 1024
@@ -247,7 +246,7 @@ class PhaseRunner(object):
             self.log("info", "phase_empty", "event %s: no %s handler applies to %s events"
                      % (eid, phase, event.get("event_type")), event_id=eid, phase=phase)
             return True, "no %s handler applies" % phase, []
-        not_before = _imds.not_before_epoch(event.get("not_before"))
+        not_before = not_before_epoch(event)
         results = []
         for handler in handlers:
             if self._should_stop():
@@ -293,11 +292,11 @@ class PhaseRunner(object):
         eid = event.get("event_id")
         env = dict(self._base_env)
         env.update(handler_environment(event, phase, self.resource_name))
-        read_end, write_end = os.pipe()
-        collector = _OutputCollector(read_end, OUTPUT_LIMIT)
         with tempfile.TemporaryFile(dir=self.config["state_dir"]) as stdin:
             stdin.write(handler_input(event, phase, self.resource_name).encode("utf-8"))
             stdin.seek(0)
+            read_end, write_end = os.pipe()
+            collector = _OutputCollector(read_end, OUTPUT_LIMIT)
             start = self._clock()
 
             def record(proc, ident):
@@ -337,7 +336,7 @@ class PhaseRunner(object):
                 expiry.finish()
                 with self._lock:
                     self._current = None
-                self._on_exited(proc.pid)
+                self._exited(proc.pid, eid, fields)
         # A child the handler left behind may hold the pipe open: take what came so far.
         collector.join(OUTPUT_SETTLE_SECONDS)
         kept, dropped = collector.snapshot()
@@ -358,6 +357,15 @@ class PhaseRunner(object):
                  % (eid, handler.label, message), exit_code=exit_code, duration=round(duration, 3),
                  outcome=outcome, **fields)
         return HandlerResult(handler, outcome, exit_code, duration)
+
+    def _exited(self, pid, eid, fields):
+        try:
+            self._on_exited(pid)
+        except Exception as exc:  # pylint: disable=broad-except
+            # The handler's outcome stands; the record left behind only makes the next start
+            # look for a process that is gone.
+            self.log("warning", "handler_record", "event %s: could not note in the state file that handler pid %d "
+                     "ended: %s" % (eid, pid, exc), **fields)
 
     def _log_output(self, handler, eid, text, dropped, fields):
         lines = text.splitlines()

@@ -179,9 +179,17 @@ def stop_vm(tmp_path, mock, second):  # noqa: F811
 
 
 def test_sigterm_lets_the_running_handler_finish_and_starts_no_other(tmp_path, mock):  # noqa: F811
-    vm, eid, proc, handler_pid, marker = stop_vm(tmp_path, mock, "sleep 1")
+    go = tmp_path / "go"
+    # The first handler goes on until the test has seen the watcher take the signal.
+    vm, eid, proc, handler_pid, marker = stop_vm(tmp_path, mock, "while [ ! -e %s ]; do sleep 0.05; done" % go)
     proc.send_signal(signal.SIGTERM)
-    out = proc.communicate(timeout=60)[0].decode()
+    seen = []
+    for line in iter(proc.stdout.readline, b""):
+        seen.append(line.decode())
+        if "received SIGTERM" in seen[-1]:
+            break
+    go.write_text("")
+    out = "".join(seen) + proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == 0, out
     assert "drain/10-record finished: exit 0" in out and "1 not started: the watcher is stopping" in out
     assert not marker.exists()
@@ -294,3 +302,29 @@ def test_a_background_child_holding_the_output_does_not_hold_up_the_phase(tmp_pa
         assert "event %s: recover/10-bg: started it" % ID_A in log.messages("handler_output")
     finally:
         os.kill(int((tmp_path / "child").read_text()), signal.SIGKILL)
+
+
+def test_stop_without_systemd_ends_the_handler_of_a_watcher_it_had_to_kill(tmp_path, mock):  # noqa: F811
+    vm = Vm(tmp_path, mock)
+    vm.event(event_type="Terminate", resources=["web_0"])            # its drain handler hangs
+    pid_file, log_file = str(tmp_path / "watcher.pid"), str(tmp_path / "watcher.log")
+    argv, env = vm.command("start", "--pid-file", pid_file, "--log-file", log_file)
+    started = subprocess.run(argv, env=env, stdout=subprocess.PIPE, timeout=60, check=False)
+    assert started.returncode == 0 and b"started:" in started.stdout
+    with open(str(vm.fifo)) as fifo:
+        handler_pid = int(fifo.read().strip())
+    argv, env = vm.command("stop", "--pid-file", pid_file, "--timeout", "1")
+    stopped = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, check=False)
+    out = stopped.stdout.decode()
+    assert stopped.returncode == 0, out
+    assert "did not stop within 1s and was killed" in out
+    assert "handler drain/10-record (pid %d) it left running: ended by SIGTERM" % handler_pid in out
+    assert not alive(handler_pid)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
+def test_stop_timeout_must_be_a_number_of_seconds(tmp_path, capsys, value):
+    from scheduled_events_watcher import main
+    with pytest.raises(SystemExit) as info:
+        main(["stop", "--pid-file", str(tmp_path / "pid"), "--timeout", value])
+    assert info.value.code == 2 and "--timeout" in capsys.readouterr().err
