@@ -1,32 +1,41 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to azure_imds.scheduled_events
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Benchmark of the mock IMDS server (roles/mock_imds/files/mock_imds.py), loopback only.
+"""Benchmark of the mock IMDS server (roles/mock_imds/files/mock_imds/), loopback only.
 
 In one run:
   1. throughput: a bare stdlib HTTP server (TCP_NODELAY, one send, a fixed document) and the mock
      (rate limit off), each hit by --clients concurrent keep-alive clients for --seconds;
   2. latency: one keep-alive client against the mock, median and p99;
-  3. fleet: --fleet-vms VMs each polling scheduledevents once per second for --fleet-seconds with
-     the rate limit on: requests, errors and 429s.
-Clients run in separate processes (raw sockets, so the client is not the bottleneck). Prints
-figures and the targets; asserts nothing timed. `--quick` for a short run.
+  3. fleet: the mock as its own process (as the role runs it) with --fleet-vms VMs in availability
+     sets of 50, each VM on its own connection polling scheduledevents once per second for
+     --fleet-seconds with the rate limit on, while a driver adds an event every second (seen by the
+     whole set) and cancels some, and each event's leader approves it: answers, errors, 429s, the
+     worst lag from a poll's due time to its answer, and the mock's CPU.
+Clients run in separate processes (raw sockets, so the client is not the bottleneck). Prints the
+figures and the targets and exits 1 when a target fails. `--quick` for a short run.
 """
 
 import argparse
+import json
 import multiprocessing
 import os
+import random
+import shutil
 import socket
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "roles", "mock_imds", "files"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 import mock_imds  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from mock_imds_helpers import spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 PATH = "/metadata/scheduledevents?api-version=2020-07-01"
 
@@ -146,47 +155,197 @@ def latency_process(port, request, count, results):
     results.put(samples)
 
 
-def fleet_process(port, vm_numbers, vm_count, threads, start_at, seconds, results):
-    """Each VM polls once per second at its own offset (vm / vm_count of a second)."""
-    totals = []
+class FleetClient(object):
+    """One simulated VM: its own keep-alive connection, one poll per second at its own offset,
+    and, when it leads an event (first name in Resources), one approval of it."""
 
-    def worker(numbers):
-        requests = dict((n, request_bytes("/vm/vm%04d%s" % (n, PATH))) for n in numbers)
-        schedule = sorted((tick + float(n) / vm_count, n) for tick in range(int(seconds)) for n in numbers)
-        sock = connect(port)
-        ok = errors = limited = 0
-        lag = 0.0
-        for offset, number in schedule:
-            due = start_at + offset
-            wait = due - time.time()
-            if wait > 0:
-                time.sleep(wait)
+    def __init__(self, port, name):
+        self.name = name
+        self.sock = connect(port)
+        self.sock.setblocking(False)
+        self.get = request_bytes("/vm/%s%s" % (name, PATH))
+        self.buffer = b""
+        self.busy_since = None   # due time of the request in flight
+        self.queued = []         # due times of polls that found the connection busy
+        self.to_approve = []     # approvals waiting for the connection
+        self.approved = set()
+        self.last_incarnation = None
+        self.doc_changes = 0
+
+    def send(self, request, due):
+        self.busy_since = due
+        self.buffer = b""
+        self.sock.sendall(request)
+
+    def approval(self, event_ids):
+        body = ('{"StartRequests":[%s]}' % ",".join('{"EventId":"%s"}' % e for e in event_ids)).encode("ascii")
+        return (("POST /vm/%s%s HTTP/1.1\r\nHost: 169.254.169.254\r\nMetadata: true\r\n"
+                 "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n") % (self.name, PATH, len(body))
+                ).encode("ascii") + body
+
+    def response(self):
+        """(status, body) once a whole response is in the buffer, else None."""
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return None
+        head = self.buffer[:end].lower()
+        start = head.find(b"content-length:")
+        length = int(head[start + 15:].split(b"\r\n", 1)[0]) if start >= 0 else 0
+        if len(self.buffer) < end + 4 + length:
+            return None
+        return int(self.buffer[9:12]), self.buffer[end + 4:end + 4 + length]
+
+
+def fleet_process(port, names, vm_count, start_at, seconds, results):
+    """Every VM of names polls once per second for seconds; leaders approve what they lead.
+    Reports requests, errors, 429s, approvals, document changes seen and the worst lag (from the
+    moment a poll was due to its complete answer)."""
+    import json  # pylint: disable=import-outside-toplevel
+    import selectors  # pylint: disable=import-outside-toplevel
+    import heapq  # pylint: disable=import-outside-toplevel
+
+    selector = selectors.DefaultSelector()
+    clients = []
+    for name in names:
+        client = FleetClient(port, name)
+        selector.register(client.sock, selectors.EVENT_READ, client)
+        clients.append(client)
+    schedule = [(start_at + tick + float(index % vm_count) / vm_count, i)
+                for i, index in enumerate(int(c.name[2:]) for c in clients) for tick in range(int(seconds))]
+    heapq.heapify(schedule)
+    stats = {"ok": 0, "errors": 0, "limited": 0, "approvals": 0, "lag": 0.0, "lags": [], "changes": 0}
+    while schedule or any(c.busy_since is not None or c.queued for c in clients):
+        now = time.time()
+        while schedule and schedule[0][0] <= now:
+            due, i = heapq.heappop(schedule)
+            client = clients[i]
+            if client.busy_since is None:
+                client.send(client.get, due)
             else:
-                lag = max(lag, -wait)
+                client.queued.append(due)
+        timeout = max(0.0, min(0.05, schedule[0][0] - time.time())) if schedule else 0.05
+        for key, _mask in selector.select(timeout):
+            client = key.data
             try:
-                status = exchange(sock, requests[number])
+                chunk = client.sock.recv(65536)
             except OSError:
-                errors += 1
-                sock.close()
-                sock = connect(port)
+                chunk = b""
+            if not chunk:
+                stats["errors"] += 1
+                selector.unregister(client.sock)
+                client.sock.close()
+                client.busy_since = None
+                client.queued = []
                 continue
-            if status == 200:
-                ok += 1
-            elif status == 429:
-                limited += 1
+            client.buffer += chunk
+            answer = client.response()
+            if answer is None:
+                continue
+            status, body = answer
+            done = time.time()
+            lag = done - client.busy_since
+            stats["lags"].append(lag)
+            stats["lag"] = max(stats["lag"], lag)
+            client.busy_since = None
+            if status == 429:
+                stats["limited"] += 1
+            elif status != 200:
+                stats["errors"] += 1
+            elif body:
+                stats["ok"] += 1
+                doc = json.loads(body.decode("utf-8"))
+                if doc["DocumentIncarnation"] != client.last_incarnation:
+                    client.last_incarnation = doc["DocumentIncarnation"]
+                    client.doc_changes += 1
+                lead = [e["EventId"] for e in doc["Events"] if e["EventStatus"] == "Scheduled"
+                        and e["Resources"][0] == client.name and e["EventId"] not in client.approved]
+                if lead:
+                    client.approved.update(lead)
+                    client.to_approve.append(lead)
             else:
-                errors += 1
-        sock.close()
-        totals.append((ok, errors, limited, lag))
+                stats["ok"] += 1  # an approval's empty 200
+            if client.queued:
+                client.send(client.get, client.queued.pop(0))
+            elif client.to_approve and schedule:
+                stats["approvals"] += 1
+                client.send(client.approval(client.to_approve.pop(0)), done)
+    for client in clients:
+        stats["changes"] += client.doc_changes
+        client.sock.close()
+    lags = sorted(stats.pop("lags")) or [0.0]
+    stats["p99"] = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
+    results.put(stats)
 
-    shares = [vm_numbers[i::threads] for i in range(threads)]
-    pool = [threading.Thread(target=worker, args=(share,)) for share in shares if share]
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join()
-    results.put((sum(t[0] for t in totals), sum(t[1] for t in totals), sum(t[2] for t in totals),
-                 max(t[3] for t in totals)))
+
+def fleet_driver(control, groups, seconds, stop):
+    """Keeps events present and changing: every second a new event for one VM of a group (seen by
+    the whole set), now and then a cancellation; leaders approve them, the clock removes them."""
+    rng = random.Random(7)
+    created = 0
+    began = time.time()
+    while not stop.is_set() and time.time() - began < seconds:
+        group = rng.choice(groups)
+        vms = sorted(rng.sample(group["vms"], 2))
+        event = control("POST", "events", {"event_type": rng.choice(["Freeze", "Reboot", "Redeploy"]),
+                                           "resources": vms, "notice": 20, "duration": 15})
+        created += 1
+        if created % 10 == 0:
+            control("POST", "events/%s/cancel" % event["event_id"], None)
+        stop.wait(1.0)
+    return created
+
+
+def process_cpu_seconds(pid):
+    """User + system CPU seconds of a process, from /proc (Linux)."""
+    with open("/proc/%d/stat" % pid) as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+
+
+def fleet_run(ctx, args, seconds):
+    """The mock as its own process (python3 DIR, as the role runs it) so that its CPU is its own."""
+    groups = [{"name": "avset%02d" % g, "kind": "availability_set",
+               "vms": ["vm%04d" % n for n in range(g * 50, min(args.fleet_vms, (g + 1) * 50))]}
+              for g in range((args.fleet_vms + 49) // 50)]
+    workdir = tempfile.mkdtemp(prefix="mock_imds_bench_")
+    fleet_file = os.path.join(workdir, "fleet.json")
+    with open(fleet_file, "w") as handle:
+        json.dump({"default_vm": "vm0000", "groups": groups}, handle)
+    handle = spawn_mock(["--fleet", fleet_file, "--quiet"], timeout=60)
+    try:
+        names = ["vm%04d" % n for n in range(args.fleet_vms)]
+        start_at = time.time() + 3.0
+        stop = threading.Event()
+        created = []
+        driver = threading.Thread(target=lambda: created.append(
+            fleet_driver(handle.control, groups, seconds, stop)))
+        queue = ctx.Queue()
+        procs = [ctx.Process(target=fleet_process, args=(handle.port, names[i::args.processes], args.fleet_vms,
+                                                         start_at, seconds, queue))
+                 for i in range(args.processes)]
+        for proc in procs:
+            proc.start()
+        time.sleep(max(0.0, start_at - time.time()))
+        cpu_before, wall_before = process_cpu_seconds(handle.process.pid), time.time()
+        driver.start()
+        out = [queue.get() for _proc in procs]
+        cpu = (process_cpu_seconds(handle.process.pid) - cpu_before) / (time.time() - wall_before)
+        stop.set()
+        driver.join()
+        for proc in procs:
+            proc.join()
+        audit = handle.control("GET", "audit")
+        by_approval = sum(1 for t in audit["transitions"] if t["to"] == "Started" and t["cause"] == "approval")
+    finally:
+        handle.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    total = dict((key, sum(o[key] for o in out)) for key in ("ok", "errors", "limited", "approvals", "changes"))
+    total["lag"] = max(o["lag"] for o in out)
+    total["p99"] = max(o["p99"] for o in out)
+    total["cpu"] = cpu
+    total["events"] = created[0] if created else 0
+    total["started_by_approval"] = by_approval
+    return total
 
 
 def run_processes(ctx, target, arg_sets):
@@ -259,19 +418,29 @@ def main(argv=None):
           % (statistics.median(samples) * 1000, percentile(samples, 0.99) * 1000, len(samples)))
     mock.stop()
 
-    groups = [{"name": "avset%02d" % g, "kind": "availability_set",
-               "vms": ["vm%04d" % n for n in range(g * 50, min(args.fleet_vms, (g + 1) * 50))]}
-              for g in range((args.fleet_vms + 49) // 50)]
-    fleet_mock = mock_imds.MockImds(rate_limit=True, fleet={"default_vm": "vm0000", "groups": groups}).start()
-    start_at = time.time() + 1.5
-    numbers = list(range(args.fleet_vms))
-    out = run_processes(ctx, fleet_process, [(fleet_mock.port, numbers[i::args.processes], args.fleet_vms, 10,
-                                              start_at, fleet_seconds) for i in range(args.processes)])
-    fleet_mock.stop()
-    ok, errors, limited = sum(o[0] for o in out), sum(o[1] for o in out), sum(o[2] for o in out)
-    print("fleet: %d VMs x %.0f s polling 1/s, rate limit on: %d requests, %d errors, %d x 429, "
-          "worst client lag %.3f s (target 0 errors, 0 x 429)"
-          % (args.fleet_vms, fleet_seconds, ok + errors + limited, errors, limited, max(o[3] for o in out)))
+    fleet = fleet_run(ctx, args, fleet_seconds)
+    print("fleet: %d VMs, each its own connection, polling 1/s for %.0f s, rate limit on, %d events added "
+          "(broadcast to sets of 50), %d approvals sent, %d events started by approval"
+          % (args.fleet_vms, fleet_seconds, fleet["events"], fleet["approvals"], fleet["started_by_approval"]))
+    print("fleet: %d answers, %d errors, %d x 429, %d document changes seen, worst lag %.3f s, p99 lag %.3f s, "
+          "mock CPU %.0f%% of one core"
+          % (fleet["ok"], fleet["errors"], fleet["limited"], fleet["changes"], fleet["lag"], fleet["p99"],
+             fleet["cpu"] * 100))
+    targets = [
+        ("throughput mock/baseline >= 0.80", bool(base_rate) and mock_rate / base_rate >= 0.80),
+        ("latency median < 1 ms", statistics.median(samples) < 0.001),
+        ("fleet: 0 errors", fleet["errors"] == 0),
+        ("fleet: 0 x 429", fleet["limited"] == 0),
+        ("fleet: worst lag < 1 s (an answer before the next poll)", fleet["lag"] < 1.0),
+        ("fleet: approvals flowed and started events", fleet["approvals"] > 0 and fleet["started_by_approval"] > 0),
+        ("fleet: mock CPU < 90% of one core", fleet["cpu"] < 0.90),
+    ]
+    for name, ok in targets:
+        print("target %-58s %s" % (name, "ok" if ok else "FAILED"))
+    failed = [name for name, ok in targets if not ok]
+    if failed:
+        print("mock_imds bench: %d target(s) failed: %s" % (len(failed), "; ".join(failed)))
+        return 1
     return 0
 
 
