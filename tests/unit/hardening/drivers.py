@@ -21,6 +21,7 @@ from unittest import mock as unittest_mock
 
 from mock_imds_helpers import start_mock
 
+from ..plugins.module_utils.test_imds_http import TrapProxy
 from .board import CLEAN_ERROR, CRASH, HANG, SUCCESS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -193,7 +194,7 @@ def _tail(text, size=600):
 
 
 # --------------------------------------------------------------------------------------------
-# Listeners of our own: a refused port and a proxy trap
+# A refused port, and the proxy variables
 # --------------------------------------------------------------------------------------------
 
 class RefusedPort(object):
@@ -211,41 +212,10 @@ class RefusedPort(object):
         self.sock.close()
 
 
-class ProxyTrap(object):
-    """A listener standing in for a proxy: it counts the connections it gets and answers none."""
-
-    def __init__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self._closed = False
-        self._thread = threading.Thread(target=self._accept, name="proxy-trap")
-        self._thread.daemon = True
-        self._thread.start()
-
-    def _accept(self):
-        while not self._closed:
-            try:
-                conn, _addr = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
-
-    def env(self):
-        url = "http://127.0.0.1:%d" % self.port
-        names = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
-        return dict((name, url) for name in names)
-
-    def close(self):
-        self._closed = True
-        self._thread.join(2)
-        self.sock.close()
+def proxy_environment(trap):
+    """Every proxy variable pointing at the trap (and no NO_PROXY): a client must ignore them all."""
+    names = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+    return dict((name, trap.url) for name in names)
 
 
 # --------------------------------------------------------------------------------------------
@@ -267,8 +237,8 @@ class Cell(object):
         self.event_id = view["event_id"]
         self.not_before = view["not_before_rfc1123"]
         self.refused = RefusedPort() if row.target == "refused" else None
-        self.trap = ProxyTrap() if row.proxy else None
-        self.env = self.trap.env() if self.trap else {}
+        self.trap = TrapProxy() if row.proxy else None
+        self.env = proxy_environment(self.trap) if self.trap else {}
         self.url = self.refused.url() if self.refused else self.mock.vm_url(VM)
 
     def raw_event(self, **fields):
@@ -518,7 +488,10 @@ def observe_watcher(cell):
     started = time.monotonic()
     problems = []
     hung = False
-    approved = lambda: bool(cell.approvals_of_the_event())  # noqa: E731
+
+    def approved():
+        return bool(cell.approvals_of_the_event())
+
     if row.target == "refused":
         # Nothing to recover to: it must keep running and say why it cannot poll.
         time.sleep(REQUEST_TIMEOUT + 2)
@@ -526,7 +499,9 @@ def observe_watcher(cell):
     elif row.transient or row.proxy or row.watcher_acts_during_fault:
         recovered = _poll_until(approved, row.watcher_limit(), process)
     else:
-        faulted = lambda: len([r for r in cell.audit()["requests"] if r["fault"]]) >= 2  # noqa: E731
+        def faulted():
+            return len([r for r in cell.audit()["requests"] if r["fault"]]) >= 2
+
         if not _poll_until(faulted, 2 * REQUEST_TIMEOUT + 20, process):
             problems.append("fewer than 2 polls within %gs of the fault (the loop is blocked?)"
                             % (2 * REQUEST_TIMEOUT + 20))
