@@ -42,7 +42,7 @@ system-deps:
 
 test: system-deps
 	$(MAKE) --no-print-directory venvs
-	tests/harness/prepare
+	tests/harness/prepare $(SUITES)
 	tests/harness/loopback-only $(VPY) tests/harness/run_suites.py -j $(JOBS) $(SUITES)
 
 demo: venv

@@ -37,7 +37,7 @@ import collection_path  # noqa: E402  pylint: disable=wrong-import-position
 ROOT = collection_path.ROOT
 # AZURE_IMDS_BUILD_DIR lets two runs on one checkout keep apart (each copies the tree there).
 BUILD = os.environ.get("AZURE_IMDS_BUILD_DIR") or os.path.join(ROOT, "build")
-LOGS = os.path.join(ROOT, "tests", "output", "harness")
+LOGS = os.path.join(BUILD, "logs") if os.environ.get("AZURE_IMDS_BUILD_DIR") else os.path.join(ROOT, "tests", "output", "harness")
 PY = "%d.%d" % sys.version_info[:2]
 BIN = os.path.dirname(sys.executable)
 # The supported range of ansible-core, oldest first: the virtual environment of each (built by

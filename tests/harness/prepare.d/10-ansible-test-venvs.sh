@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# for: sanity
 # ansible-test sanity runs each test in a virtual environment of its own under
 # ~/.ansible/test/venv, built with pip from the package registry. Build them here, for every
 # supported ansible-core, outside the loopback-only namespace, so the suites themselves never need

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# for: molecule
 # The Debian bookworm image with real systemd that extensions/molecule/watcher_systemd boots with
 # podman. Built here, outside the loopback-only namespace, because mmdebstrap downloads Debian
 # packages from the machine's configured apt sources; no image registry is involved.
@@ -21,7 +22,7 @@ label=io.azure-imds.watcher.recipe
 for tool in podman runc mmdebstrap; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     echo "prepare: $tool is not installed; the watcher_systemd molecule scenario needs it." >&2
-    echo "prepare: install it with: apt-get install -y podman runc mmdebstrap uidmap (.ci/run does this)" >&2
+    echo "prepare: install it with: apt-get install -y podman runc mmdebstrap uidmap (make test does this as root: tests/harness/system-deps)" >&2
     exit 1
   fi
 done
