@@ -449,6 +449,12 @@ class Planner(object):
             actions.append(Log("info", "event_changed", "event %s: %s -> %s%s"
                                % (eid, old_status, record["status"], "" if record["mine"] else " (not this VM)"),
                                event_id=eid, mine=record["mine"], event_status=record["status"]))
+        if not record["mine"] and _imds.affects(event, self.resource_name):
+            # Resources now name this VM (they could not be read before, or IMDS added it): from
+            # here on the event is this VM's. The other way round it stays this VM's: what ran for
+            # it still owes its recover.
+            record["mine"] = True
+            actions.extend(self._first_sight(key, record))
         return actions
 
     def _plan(self, key, record):

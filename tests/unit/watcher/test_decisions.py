@@ -376,3 +376,15 @@ def test_started_cut_short_is_not_rerun_but_still_owes_recover():
     assert owes_recover(p.records[ID_A.lower()])
     observe(p, [], NOW + 2)
     assert run_phase(p)[0].phase == "recover"
+
+
+def test_an_event_whose_resources_come_to_name_this_vm_becomes_its_own():
+    p = planner()
+    observe(p, [event(resources=[])], NOW)                 # Resources unreadable: read as empty
+    assert not p.has_work() and not p.records[ID_A.lower()]["mine"]
+    actions = observe(p, [event(resources=["web_0"])], NOW + 1)
+    assert [a.action for a in actions] == ["event_seen", "policy"] and "names this VM" in actions[0].message
+    assert run_phase(p)[0].phase == "drain"
+    assert p.pending_approvals(NOW + 1) == [ID_A.lower()]
+    observe(p, [event(resources=["web_1"])], NOW + 2)      # and it stays this VM's
+    assert p.records[ID_A.lower()]["mine"]
