@@ -84,7 +84,7 @@ def under_journald(stream, environ=None):
 
 # Line breaks of any kind and every other control character: from IMDS fields or handler output
 # they could otherwise forge a log line (or a journald priority, or a terminal escape).
-_UNPRINTABLE_RE = re.compile(u"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_UNPRINTABLE_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def escape_text(text):

@@ -131,12 +131,13 @@ def applies(handler, event):
     return types is None or event.get("event_type") in types
 
 
-def handler_time_limit(timeout, phase, not_before_epoch, now_epoch, kill_grace):
+def handler_time_limit(timeout, phase, not_before_at, now_epoch, kill_grace):
     """(seconds, reason) a handler may run. A drain handler's SIGKILL (timeout + kill_grace) lands
-    no later than NotBefore, so its limit is cut to NotBefore - kill_grace; 0 or less: do not start."""
-    if phase != "drain" or not_before_epoch is None:
+    no later than NotBefore (not_before_at, seconds since the epoch), so its limit is cut to
+    NotBefore - kill_grace; 0 or less: do not start."""
+    if phase != "drain" or not_before_at is None:
         return timeout, "timeout"
-    until_not_before = not_before_epoch - now_epoch - kill_grace
+    until_not_before = not_before_at - now_epoch - kill_grace
     if until_not_before < timeout:
         return until_not_before, "NotBefore"
     return timeout, "timeout"

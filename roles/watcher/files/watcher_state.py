@@ -141,8 +141,8 @@ class StateStore(object):
 
         def put_aside(key, value, reason, what):
             loaded.set_aside.append({"key": key, "record": value, "reason": reason, "set_aside_at": now})
-            loaded.notes.append("%s %r in %s set aside (kept in its set_aside list): %s" % (what, key, self.path,
-                                                                                          reason))
+            loaded.notes.append("%s %r in %s set aside (kept in its set_aside list): %s"
+                                % (what, key, self.path, reason))
 
         for key, record in sorted(records.items()):
             if check_record is None:

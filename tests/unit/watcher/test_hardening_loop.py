@@ -203,7 +203,7 @@ def test_every_call_gets_a_deadline_and_the_client_is_never_changed(tmp_path):
 
 def test_one_empty_document_is_not_the_end_of_an_event(tmp_path):
     ev = scheduled()
-    steps = [doc(ev, incarnation=4), answer(200, ""), doc(incarnation=4), doc(ev, incarnation=4), doc(ev, incarnation=4)]
+    steps = [doc(ev, incarnation=4), answer(200, ""), doc(incarnation=4)] + [doc(ev, incarnation=4)] * 2
     watcher, transport, clock, log = build(tmp_path, steps, stop_after=1003.5)
     start(watcher)
     watcher.run_forever()
