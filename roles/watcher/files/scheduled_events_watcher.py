@@ -952,7 +952,12 @@ def run_command(args, config, client, store, out):
     signal.signal(signal.SIGINT, stop)
     try:
         if args.pid_file:
-            write_pid(args.pid_file)
+            try:
+                write_pid(args.pid_file)
+            except OSError as exc:
+                log("error", "fatal", "cannot write the pid file %s (%s): give a writable --pid-file"
+                    % (args.pid_file, exc.strerror or exc))
+                return EXIT_USAGE
         # Leftovers of a killed predecessor end first: IMDS may keep the watcher waiting for long.
         if not watcher.end_leftovers():
             return EXIT_OK

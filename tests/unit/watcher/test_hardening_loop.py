@@ -366,3 +366,11 @@ def test_run_whose_state_directory_cannot_be_created_keeps_trying_without_exitin
     assert len(attempts) == 3 and max(attempts) <= daemon.MAX_BACKOFF
     assert len(log.messages("state_unusable")) == 1 and "cannot create the state directory" in \
         log.messages("state_unusable")[0]
+
+
+def test_a_pid_file_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"resource_name": "web_0", "state_dir": str(tmp_path / "state")}))
+    assert daemon.main(["run", "--once", "--config", str(path), "--pid-file",
+                        str(tmp_path / "missing" / "pid")]) == daemon.EXIT_USAGE
+    assert "cannot write the pid file" in capsys.readouterr().out
