@@ -162,6 +162,7 @@ def environment(collections, venv=None):
     env["MOLECULE_COLLECTIONS_PATH"] = collections
     env["PATH"] = os.path.join(venv or os.path.dirname(BIN), "bin") + os.pathsep + env.get("PATH", "")
     env.setdefault("ANSIBLE_NOCOLOR", "1")
+    env["PYTHONUNBUFFERED"] = "1"  # progress lines as they happen, not when a pipe buffer fills
     env["ANSIBLE_HOME"] = os.path.join(os.path.dirname(collections), "ansible-home")
     env.pop("AZURE_IMDS_URL", None)  # every test names its mock explicitly
     return env

@@ -12,6 +12,8 @@ A step's condition counts only what the audit recorded after the previous step's
 answered while the previous step acted still counts; all its keys must hold:
   "requests": N        at least N IMDS requests were answered (or dropped) ...
   "vm": NAME           ... by this VM (default: any VM) ...
+  "path": TEXT         ... to a path containing TEXT, such as "scheduledevents" (a wait with
+                       this_host_only reads the VM's name from another path first) ...
   "status": S          ... with this status (null: dropped or reset without an answer)
   "file_has": [[PATH, REGEX], ...]   each file exists and matches its regular expression
 ACTION is ["GET"|"POST"|"DELETE", CONTROL_PATH, BODY] (a control API call, which must answer
@@ -68,7 +70,8 @@ def file_matches(path, pattern):
 def holds(when, audit):
     wanted = when.get("requests", 0)
     requests = [r for r in audit["requests"]
-                if ("vm" not in when or r["vm"] == when["vm"]) and ("status" not in when or r["status"] == when["status"])]
+                if ("vm" not in when or r["vm"] == when["vm"]) and when.get("path", "") in r["path"]
+                and ("status" not in when or r["status"] == when["status"])]
     files = when.get("file_has", [])
     return len(requests) >= wanted and all(file_matches(path, pattern) for path, pattern in files)
 
