@@ -283,11 +283,13 @@ def load_config(path):
         doc = json.loads(text, parse_constant=_JsonConstant) if text.strip() else {}
     except ValueError as exc:
         raise ConfigError("the configuration %s is not valid JSON (%s)." % (path, exc))
+    try:
+        # A NaN where a number is expected is refused there, with the key's range.
+        config = check_config(doc)
+    except ConfigError as exc:
+        raise ConfigError("%s: %s" % (path, exc))
     found = _find_constant(doc, "")
     if found:
         raise ConfigError("%s: %s holds %r, which is not a number JSON allows; write a finite number such as 1.0."
                           % (path, found[0].lstrip(".") or "the document", found[1]))
-    try:
-        return check_config(doc)
-    except ConfigError as exc:
-        raise ConfigError("%s: %s" % (path, exc))
+    return config

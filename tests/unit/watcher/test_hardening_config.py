@@ -98,7 +98,18 @@ def test_json_nan_and_infinity_literals_are_refused_naming_the_key(tmp_path, tex
     path.write_text(text)
     with pytest.raises(ConfigError) as info:
         load_config(str(path))
-    assert "%s holds %s" % (key, constant) in str(info.value) and "finite number" in str(info.value)
+    assert "%s must be a " % key in str(info.value) and str(info.value).endswith("got %s." % constant)
+    assert " from " in str(info.value)                   # the range
+
+
+def test_a_json_literal_where_no_number_is_checked_is_refused_too(tmp_path, monkeypatch):
+    path = tmp_path / "config.json"
+    # Were a key ever left unchecked, the literal would still not pass.
+    monkeypatch.setattr(watcher_config, "check_config", lambda doc: doc)
+    path.write_text('{"extra": [1, NaN]}')
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path))
+    assert "extra[1] holds NaN, which is not a number JSON allows" in str(info.value)
 
 
 @pytest.mark.parametrize("text", [
