@@ -154,8 +154,10 @@ class ProcessSampler(threading.Thread):
             seen_at = time.time()
             try:
                 with open("/proc/%d/stat" % pid, "rb") as handle:
-                    fields = handle.read().rsplit(b")", 1)[1].split()
-            except (OSError, IndexError):
+                    head, tail = handle.read().rsplit(b")", 1)
+                fields = tail.split()
+                comm = head.split(b"(", 1)[1].decode("utf-8", "replace")
+            except (OSError, IndexError, ValueError):
                 continue
             key = (pid, fields[19])
             if key in self._not_ours or fields[0] in (b"Z", b"X"):
@@ -175,13 +177,14 @@ class ProcessSampler(threading.Thread):
                 continue
             values = dict(item.split(b"=", 1) for item in environ.split(b"\0") if b"=" in item)
             found.append((pid, int(fields[3]), values.get(b"SE_EVENT_ID", b"").decode(),
-                          values.get(b"SE_PHASE", b"").decode(), seen_at))
+                          values.get(b"SE_PHASE", b"").decode(), seen_at, comm))
         with self.lock:
-            for pid, sid, event_id, phase, seen_at in found:
+            for pid, sid, event_id, phase, seen_at, comm in found:
                 entry = self.sessions.setdefault((sid, event_id, phase), {"first": seen_at, "last": seen_at,
-                                                                          "pids": set()})
+                                                                          "pids": set(), "comms": set()})
                 entry["last"] = max(entry["last"], seen_at)
                 entry["pids"].add(pid)
+                entry["comms"].add(comm)
         return [item[:4] for item in found]
 
 
@@ -201,6 +204,7 @@ class Soak(object):
         self.handler_log = os.path.join(workdir, "handlers.jsonl")
         self.logs = os.path.join(workdir, "logs")
         self.state_dir = os.path.join(workdir, "state")
+        self.config = os.path.join(workdir, "config.json")
         self.sampler = ProcessSampler(self.token)
         self.events = {}            # EventId -> what the soak asked for
         self.actions = []           # heap of (time, seq, kind, event_id)
@@ -211,12 +215,14 @@ class Soak(object):
         self._action_seq = 0
         self.kills = 0
         self.kills_during_drain = 0
-        self.leftovers_at_kill = False
+        self.drain_out_note = ""
+        self.leftovers = set()
         self.stops = 0
         self.unasked_exits = []
         self.stop_overruns = []
         self.final_leftovers = []
         self.t0 = time.time()
+        self.main_start = self.t0
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -240,7 +246,6 @@ class Soak(object):
             if types is not None:
                 entry["event_types"] = types
             configured.append(entry)
-        self.config = os.path.join(self.workdir, "config.json")
         with open(self.config, "w") as handle:
             json.dump({
                 "imds_url": self.mock.vm_url(VM), "resource_name": VM, "poll_interval": 1.0,
@@ -267,7 +272,8 @@ class Soak(object):
             self.daemon = subprocess.Popen([sys.executable, self.args.daemon, "run", "--config", self.config],
                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                            env=env, start_new_session=True)
-        self.gens.append({"gen": gen, "pid": self.daemon.pid, "start": time.time(), "end": None, "how": None})
+        self.gens.append({"gen": gen, "pid": self.daemon.pid, "start": time.time(), "up": None, "end": None,
+                          "how": None})
 
     def _daemon_gone(self, how):
         self.gens[-1]["end"] = time.time()
@@ -283,7 +289,8 @@ class Soak(object):
         self.daemon.wait()
         self.kills += 1
         self._daemon_gone("kill")
-        self.leftovers_at_kill = bool(self.sampler.scan())
+        # Sessions of handlers the killed daemon leaves running.
+        self.leftovers = set(item[1] for item in self.sampler.scan())
 
     def stop_daemon(self):
         """SIGTERM, then wait for the exit up to STOP_BOUND; past it, SIGKILL and count an overrun."""
@@ -301,7 +308,7 @@ class Soak(object):
             self.daemon.wait()
             how = "stop overran"
         self._daemon_gone(how)
-        self.leftovers_at_kill = False
+        self.leftovers = set()
 
     def check_unasked_exit(self):
         if self.daemon is not None and self.daemon.poll() is not None:
@@ -419,13 +426,12 @@ class Soak(object):
         mine_created = 0
         next_event = time.time() + 1.0
         self.start_daemon()
-        uptime_end, down_until = self._plan_uptime(main_end), None
+        plan, down_until = self._plan_kill(main_end), None
         next_progress = time.time() + 30
         active_checked = 0.0
         active = 0
-        # Behind on kills at main_end (slow restarts on a busy machine): a little overtime.
-        overtime_end = main_end + (self.args.seconds - (main_end - self.t0)) / 3.0
-        while time.time() < main_end or (self.kills < args.kills and time.time() < overtime_end):
+        self.main_start = time.time()
+        while time.time() < main_end:
             now = time.time()
             self.run_due_actions()
             if now - active_checked >= 1.0:
@@ -449,16 +455,9 @@ class Soak(object):
             if self.daemon is None:
                 if now >= down_until:
                     self.start_daemon()
-                    uptime_end, down_until = self._plan_uptime(main_end), None
-            elif isinstance(uptime_end, tuple):
-                # Kill during a drain: wait for this daemon to start one, then kill shortly after.
-                self.read_handler_log()
-                if self.drain_started(len(self.gens) - 1):
-                    uptime_end = now + rng.uniform(0.05, 1.0)
-                elif now >= uptime_end[1]:
-                    uptime_end = now
-            elif now >= uptime_end:
-                if self.kills < args.kills and rng.random() < 0.07 and self.stops < max(3, args.kills // 12):
+                    plan, down_until = self._plan_kill(main_end), None
+            elif self._kill_due(plan, now):
+                if not self._behind(main_end) and rng.random() < 0.07 and self.stops < max(3, args.kills // 12):
                     self.stop_daemon()
                 else:
                     self.kill_daemon()
@@ -472,31 +471,81 @@ class Soak(object):
             time.sleep(0.05)
         return mine_created
 
-    def _plan_uptime(self, main_end):
-        """When to end the daemon just started: a time, or ("drain", give_up_at) to kill it while
-        a drain handler runs. Paced so that the kills asked for fit before main_end."""
+    def _up(self):
+        """When the running daemon was seen to be up (its first log line), or None."""
+        gen = self.gens[-1]
+        if gen["up"] is None and os.path.getsize(os.path.join(self.logs, "daemon-%03d.log" % gen["gen"])) > 0:
+            gen["up"] = time.time()
+        return gen["up"]
+
+    def _plan_kill(self, main_end):
+        """When to end the daemon just started, paced so that the kills asked for fit before
+        main_end: ["startup", at] kills it while it starts; ["up", seconds] that long after its
+        first log line; ["drain", give_up] while a drain handler runs, or give_up seconds after
+        its first log line if none starts. With "wait" appended, not before the handlers the
+        previous daemon left are gone or must be gone."""
         rng = self.rng
         left = self.args.kills - self.kills
         now = time.time()
         if left <= 0:
-            return main_end + 3600
-        # The mean downtime below is about 0.65 s; aim a little ahead of the even pace.
-        budget = (main_end - 5.0 - now) / (1.1 * left) - 0.65
-        if self.leftovers_at_kill and rng.random() < 0.3:
-            # Handlers of the killed daemon are still running: this time let the new daemon stay up
-            # until they must be gone (otherwise it may be killed before it could end them).
-            return now + KILL_GRACE + STARTUP_MARGIN + TIMING_MARGIN + rng.uniform(0.5, 1.5)
-        if budget < 1.0:
-            return now + max(0.15, rng.uniform(0.5, 1.5) * budget)
+            return ["startup", main_end + 3600]
+        ups = [g["up"] - g["start"] for g in self.gens[-20:] if g["up"] is not None]
+        startup = sum(ups) / len(ups) if ups else 1.0
+        # Spread what is left over the kills left, a little ahead of the even pace; the mean
+        # downtime is about 0.4 s.
+        budget = (main_end - 5.0 - now) / (1.1 * left) - 0.4 - startup
+        if self._behind(main_end):
+            # Slow restarts (a busy machine) or long waits put the run behind: catch up with kills
+            # while the daemon starts, the cheapest there are.
+            return ["startup", now + rng.uniform(0.05, 1.2) * startup]
+        if self.leftovers and rng.random() < 0.6:
+            # Otherwise the new daemon may always be killed before it could end the leftovers,
+            # and the check of their end would have nothing to go by.
+            plan = self._plan_after_up(rng, max(0.3, budget))
+            return plan + ["wait"]
+        if rng.random() < (0.15 if budget >= 0.3 else 0.7):
+            return ["startup", now + rng.uniform(0.05, 1.2) * startup]
+        return self._plan_after_up(rng, max(0.3, budget))
+
+    def _behind(self, main_end):
+        """More than two kills behind the even pace that ends the kills 5 s before main_end."""
+        span = max(1.0, main_end - 5.0 - self.main_start)
+        due = self.args.kills * min(1.0, (time.time() - self.main_start) / span)
+        return self.kills < due - 2
+
+    @staticmethod
+    def _plan_after_up(rng, budget):
         roll = rng.random()
-        if roll < 0.40:
-            return ("drain", now + min(2.0 * budget, 6.0))
+        if roll < 0.45:
+            return ["drain", min(2.5 * budget, 6.0)]
         if roll < 0.88:
-            return now + rng.uniform(0.2, 1.2) * budget
-        return now + rng.uniform(1.5, 2.5) * budget
+            return ["up", rng.uniform(0.1, 1.2) * budget]
+        return ["up", rng.uniform(1.5, 2.5) * budget]
+
+    def _kill_due(self, plan, now):
+        kind, value = plan[:2]
+        if kind == "startup":
+            return now >= value
+        up = self._up()
+        if up is None:
+            return now - self.gens[-1]["start"] > 10.0     # never came up: kill it anyway
+        if plan[-1] == "wait":
+            gen = self.gens[-1]
+            must_be_gone = max(gen["start"] + KILL_GRACE + STARTUP_MARGIN, up + KILL_GRACE) + TIMING_MARGIN + 0.2
+            alive = set(item[1] for item in self.sampler.scan())
+            if now < must_be_gone and alive & self.leftovers:
+                return False
+            plan.pop()
+        if kind == "drain":
+            # Kill during a drain: wait for this daemon to start one, then kill shortly after.
+            self.read_handler_log()
+            if self.drain_started(len(self.gens) - 1):
+                plan[:] = ["up", now - up + self.rng.uniform(0.05, 1.0)]
+                return False
+        return now >= up + value
 
     def _plan_downtime(self):
-        return self.rng.uniform(2.0, 5.0) if self.rng.random() < 0.08 else self.rng.uniform(0.0, 0.8)
+        return self.rng.uniform(1.5, 4.0) if self.rng.random() < 0.05 else self.rng.uniform(0.0, 0.5)
 
     def drain_out(self, deadline):
         """No more kills: end every event, wait until every owed recover has run, then SIGTERM."""
@@ -512,6 +561,7 @@ class Soak(object):
             except MockControlError:
                 pass
         quiet_from = self.gens[-1]["start"] + KILL_GRACE + STARTUP_MARGIN + TIMING_MARGIN
+        started = time.time()
         while time.time() < deadline:
             self.check_unasked_exit()
             if self.daemon is None:
@@ -519,8 +569,13 @@ class Soak(object):
                 quiet_from = self.gens[-1]["start"] + KILL_GRACE + STARTUP_MARGIN + TIMING_MARGIN
             self.read_handler_log()
             if time.time() >= quiet_from and not self.owed_recovers_pending() and not self.sampler.scan():
+                self.drain_out_note = "every owed recover ran %.1fs after the last event was ended" % (
+                    time.time() - started)
                 break
             time.sleep(0.25)
+        else:
+            self.drain_out_note = ("its deadline came first: recovers still owed were not waited for (a lost recover "
+                                   "below may be one that was queued; see the last daemon log)")
         self.stop_daemon()
         time.sleep(2 * SAMPLE_PERIOD)
         self.final_leftovers = self.sampler.scan()
@@ -569,13 +624,16 @@ def build_instances(soak):
         if run["gen"] is None:
             run["gen"] = gen_at(soak.gens, run["start"])
     instances = list(runs.values())
-    # Processes seen alive whose handler never wrote its start line (killed before it could).
+    # Processes seen alive whose handler never wrote its start line (killed before it could). A
+    # session only ever seen as the watcher's Python start gate never ran a handler: its gate was
+    # never opened, so it cannot overlap anything, but it must still not outlive its watcher.
     for session, seen in sessions.items():
         if session not in matched:
-            instances.append({"phase": session[2], "handler": "?", "event_id": session[1], "pid": session[0],
-                              "gen": gen_at(soak.gens, seen["first"]), "not_before": "", "start": seen["first"],
-                              "forked": seen["first"],
-                              "end": None, "exit": None, "seen_last": seen["last"]})
+            gate_only = all(comm.startswith("python") for comm in seen["comms"])
+            instances.append({"phase": session[2], "handler": "(gate)" if gate_only else "?",
+                              "event_id": session[1], "pid": session[0], "gen": gen_at(soak.gens, seen["first"]),
+                              "not_before": "", "start": seen["first"], "forked": seen["first"], "end": None,
+                              "exit": None, "seen_last": seen["last"]})
     for run in instances:
         run["alive_until"] = max(x for x in (run["start"], run["end"], run["seen_last"]) if x is not None)
     instances.sort(key=lambda r: r["start"])
@@ -592,10 +650,13 @@ def gen_at(gens, moment):
 
 
 def restart_bound(gens, gen):
-    """When leftovers of daemon generation gen must be gone: the first later daemon that stayed up
-    long enough, kill_grace + STARTUP_MARGIN after its start. None if no daemon did."""
+    """When leftovers of daemon generation gen must be gone: kill_grace after the first later
+    daemon was up (its first log line), and at least STARTUP_MARGIN + kill_grace after it was
+    started, provided it was still running then. None if no later daemon was."""
     for later in gens[gen + 1:]:
-        bound = later["start"] + KILL_GRACE + STARTUP_MARGIN
+        if later["up"] is None:
+            continue
+        bound = max(later["start"] + KILL_GRACE + STARTUP_MARGIN, later["up"] + KILL_GRACE)
         if later["end"] is None or later["end"] >= bound:
             return bound
     return None
@@ -610,7 +671,8 @@ def own_bound(run):
 
 
 def daemon_log_actions(soak):
-    """(event ids per action of interest, traceback count) from the daemons' JSON logs."""
+    """(event ids per action of interest, tracebacks) from the daemons' JSON logs. Also sets each
+    generation's "up" to the time of its first log line."""
     actions = {"drain_interrupted": set(), "started_interrupted": set()}
     tracebacks = []
     for gen in soak.gens:
@@ -623,7 +685,11 @@ def daemon_log_actions(soak):
                     line = json.loads(raw)
                 except ValueError:
                     continue
-                if isinstance(line, dict) and line.get("action") in actions and line.get("event_id"):
+                if not isinstance(line, dict):
+                    continue
+                if isinstance(line.get("time"), str) and (gen["up"] is None or gen.get("up_logged") is None):
+                    gen["up"] = gen["up_logged"] = iso_epoch(line["time"])
+                if line.get("action") in actions and line.get("event_id"):
                     actions[line["action"]].add(line["event_id"].upper())
     return actions, tracebacks
 
@@ -715,8 +781,9 @@ def check(soak):
         term = gen.get("term") if gen else None
         if term is not None and run["forked"] > term:
             found["handlers started after SIGTERM"].append("%s: SIGTERM at %.3f" % (label, term))
-    for index, first in enumerate(instances):
-        for second in instances[index + 1:]:
+    ran = [run for run in instances if run["handler"] != "(gate)"]
+    for index, first in enumerate(ran):
+        for second in ran[index + 1:]:
             if second["start"] >= first["alive_until"]:
                 continue
             found["overlapping handlers"].append(
@@ -832,10 +899,11 @@ def main(argv=None):
     parser.add_argument("--lifecycles", type=int, default=None,
                         help="events naming this VM (default 34 for 240 s, in proportion to --seconds)")
     parser.add_argument("--kills", type=int, default=None,
-                        help="kill -9 of the daemon (default 106 for 240 s, in proportion to --seconds)")
+                        help="kill -9 of the daemon (default 104 for 240 s, in proportion to --seconds)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock; printed)")
     parser.add_argument("--daemon", default=DAEMON,
-                        help="the daemon's program (default: this tree's); e.g. a copy of an older commit with _imds.py beside it")
+                        help="the daemon's program (default: this tree's), e.g. a copy of an older commit with "
+                        "_imds.py beside it")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (kept anyway on violations)")
     args = parser.parse_args(argv)
     if not os.environ.get("AZURE_IMDS_TEST_ISOLATION"):
@@ -845,7 +913,7 @@ def main(argv=None):
     if args.lifecycles is None:
         args.lifecycles = int(round(34 * args.seconds / 240.0))
     if args.kills is None:
-        args.kills = int(round(106 * args.seconds / 240.0))
+        args.kills = int(round(104 * args.seconds / 240.0))
     if not 60 <= args.seconds <= 3600 or args.lifecycles < 1 or args.kills < 1:
         print("watcher_kill_soak: error: --seconds must be 60-3600, --lifecycles and --kills at least 1",
               file=sys.stderr)
@@ -865,7 +933,8 @@ def main(argv=None):
         soak = Soak(args, workdir, mock)
         soak.write_setup()
         soak.sampler.start()
-        tail = min(45.0, max(25.0, args.seconds * 0.2))
+        # The drain-out: the recovers queued behind kills all run at the end, one at a time.
+        tail = max(30.0, args.seconds * 0.22)
         main_end = soak.t0 + args.seconds - tail
         soak.main_phase(main_end)
         soak.drain_out(soak.t0 + args.seconds - STOP_BOUND)
@@ -901,6 +970,7 @@ def report(soak, found, instances, ended_at, approvals):
     print("SIGTERM stops:       %d (the final one included)" % soak.stops)
     print("restarts:            %d" % (len(soak.gens) - 1))
     print("handler runs:        %d (%s)" % (len(instances), ", ".join("%s %d" % i for i in sorted(phases.items()))))
+    print("drain-out:           %s" % soak.drain_out_note)
     print()
     print("count (each must be 0)")
     violations = 0
