@@ -100,7 +100,9 @@ def group_members(pgid):
 def still_ours(record):
     """True if the group of a recorded handler may still hold its processes. A pid reused by an
     unrelated process (another start time) or a reboot since means the handler is long gone."""
-    if record.get("boot_id") and record["boot_id"] != boot_id():
+    now_boot = boot_id()
+    # Compared only when both are known (a sandbox may hide /proc/sys): the start time still guards.
+    if record.get("boot_id") and now_boot and record["boot_id"] != now_boot:
         return False
     stat = proc_stat(record["pid"])
     if stat is None:
