@@ -20,7 +20,7 @@ ACTION is ["GET"|"POST"|"DELETE", CONTROL_PATH, BODY] (a control API call, which
 below 400) or ["write", PATH, TEXT] (replaces the file's content).
 
 Nothing here waits for a number of seconds: each step waits for what the mock's audit log (or a
-file) shows, so a slow machine only makes the run slower. DEADLINE_SECONDS (default 120) only
+file) shows, so a slow machine only makes the run slower. DEADLINE_SECONDS (default 600) only
 bounds a run whose wait never gets there; the script then exits 1 naming the step.
 Prints one line per action.
 """
@@ -88,7 +88,7 @@ def act(control_url, action):
 
 def main(argv):
     control_url, steps = argv[1], json.loads(argv[2])
-    deadline = time.monotonic() + (float(argv[3]) if len(argv) > 3 else 120.0)
+    deadline = time.monotonic() + (float(argv[3]) if len(argv) > 3 else 600.0)
     seq = audit_since(control_url, 0)["last_seq"]
     for number, step in enumerate(steps, 1):
         while True:
