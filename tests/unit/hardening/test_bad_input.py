@@ -107,7 +107,7 @@ OPTIONS = [
     Option("watcher role", "watcher_kill_grace", zero_ok=True),
     Option("watcher role", "watcher_approve_freeze_max_duration", kind="integer", zero_ok=True),
     Option("watcher role", "watcher_systemd_restart_sec", kind="integer", zero_ok=True),
-    Option("watcher role", "watcher_handlers[0].timeout", named=r"watcher_handlers.*timeout"),
+    Option("watcher role", "watcher_handlers[0].timeout", named=r"watcher_handlers.*timeout|timeout.*watcher_handlers"),
     Option("watcher role", "watcher_imds_url", kind="url"),
 ]
 
@@ -285,82 +285,90 @@ def check_watcher_config(case):
 # -- the watcher role: one check-mode playbook run for every case ----------------------------------
 
 ROLE_CASES = [case for case in CASES if case.option.target == "watcher role"]
-PLAYBOOK_LIMIT = 600.0
+PLAYBOOK_LIMIT = 900.0
+PLAYBOOK_FORKS = 8
 
 
-def _role_vars(case, mock, workdir):
+def role_inventory(cases, mock, workdir):
+    """One inventory host per case (all of them this machine): the play runs every case at once.
+
+    Every variable is an inventory variable, so that the host's bad value wins over the group's."""
     base = {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
         "watcher_service_manager": "process", "watcher_python": sys.executable,
-        "watcher_install_dir": os.path.join(workdir, "install"), "watcher_config_dir": os.path.join(workdir, "etc"),
-        "watcher_state_dir": os.path.join(workdir, "state"),
-        "watcher_command_path": os.path.join(workdir, "bin", "azure-imds-watcher"),
-        "watcher_process_pid_file": os.path.join(workdir, "run", "watcher.pid"),
-        "watcher_process_log_file": os.path.join(workdir, "watcher.log"),
         "watcher_imds_url": mock.vm_url(VM), "watcher_resource_name": VM,
     }
-    value = case.value_for(mock.port)
-    if case.option.name == "watcher_handlers[0].timeout":
-        base["watcher_handlers"] = [{"name": "10-probe", "phase": "drain", "command": ["/bin/true"], "timeout": value}]
-    else:
-        base[case.option.name] = value
-    return base
+    hosts = {}
+    for number, case in enumerate(cases):
+        host = "case%03d" % number
+        root = os.path.join(workdir, host)
+        variables = {
+            "hardening_case": case.id,
+            "watcher_install_dir": os.path.join(root, "install"), "watcher_config_dir": os.path.join(root, "etc"),
+            "watcher_state_dir": os.path.join(root, "state"),
+            "watcher_command_path": os.path.join(root, "bin", "azure-imds-watcher"),
+            "watcher_process_pid_file": os.path.join(root, "run", "watcher.pid"),
+            "watcher_process_log_file": os.path.join(root, "watcher.log"),
+        }
+        value = case.value_for(mock.port)
+        if case.option.name == "watcher_handlers[0].timeout":
+            variables["watcher_handlers"] = [{"name": "10-probe", "phase": "drain", "command": ["/bin/true"],
+                                              "timeout": value}]
+        else:
+            variables[case.option.name] = value
+        hosts[host] = variables
+    return {"all": {"vars": base, "hosts": hosts}}
 
 
-def role_playbook(cases, mock, workdir, results_path):
-    tasks = []
-    for case in cases:
-        record = "{{ hardening_results | combine({'%s': %s}) }}"
-        tasks.append({
-            "name": "Case %s" % case.id,
-            "block": [
-                {"name": "Run the role with %s" % case.id,
-                 "ansible.builtin.include_role": {"name": "azure_imds.scheduled_events.watcher"},
-                 "vars": _role_vars(case, mock, workdir)},
-                {"name": "Not refused: %s" % case.id,
-                 "ansible.builtin.set_fact": {"hardening_results": record % (case.id, "{'refused': false}")}},
-            ],
-            "rescue": [
-                {"name": "Refused: %s" % case.id,
-                 "ansible.builtin.set_fact": {"hardening_results": record % (
-                     case.id, "{'refused': true, 'msg': ansible_failed_result.msg | default('') | string, "
-                              "'task': ansible_failed_task.name | default('') | string}")}},
-            ],
-        })
-    tasks.append({"name": "Write the results", "check_mode": False,
-                  "ansible.builtin.copy": {"content": "{{ hardening_results | to_json }}", "dest": results_path,
-                                           "mode": "0600"}})
-    return [{"name": "Bad values of the watcher role's variables", "hosts": "localhost", "gather_facts": False,
-             "vars": {"hardening_results": {}}, "tasks": tasks}]
+def role_playbook(results_dir):
+    def record(result):
+        return {"name": "Record the outcome", "check_mode": False,
+                "ansible.builtin.copy": {"content": "{{ %s | to_json }}" % result, "mode": "0600",
+                                         "dest": "%s/{{ hardening_case }}.json" % results_dir}}
+
+    refused = ("{'refused': true, 'msg': ansible_failed_result.msg | default('') | string, "
+               "'task': ansible_failed_task.name | default('') | string}")
+    return [{"name": "Bad values of the watcher role's variables, one case per host", "hosts": "all",
+             "gather_facts": False, "tasks": [{
+                 "name": "Run the role with the host's bad value",
+                 "block": [{"name": "Run the role", "ansible.builtin.include_role": {
+                     "name": "azure_imds.scheduled_events.watcher"}}, record("{'refused': false}")],
+                 "rescue": [record(refused)],
+             }]}]
 
 
 def run_role_cases():
-    """Run every role case in one playbook run; {case id: Verdict}."""
+    """Run every role case in one check-mode playbook run; {case id: Verdict}."""
     workdir = tempfile.mkdtemp(prefix="hardening-role-")
-    results_path = os.path.join(workdir, "results.json")
+    results_dir = os.path.join(workdir, "results")
+    os.makedirs(results_dir)
     with start_mock(rate_limit=True) as mock:
-        playbook = os.path.join(workdir, "playbook.yml")
-        with open(playbook, "w") as handle:
-            yaml.safe_dump(role_playbook(ROLE_CASES, mock, workdir, results_path), handle, sort_keys=False)
+        paths = {}
+        for name, content in (("inventory.yml", role_inventory(ROLE_CASES, mock, workdir)),
+                              ("playbook.yml", role_playbook(results_dir))):
+            paths[name] = os.path.join(workdir, name)
+            with open(paths[name], "w") as handle:
+                yaml.safe_dump(content, handle, sort_keys=False)
         env = clean_env({"ANSIBLE_COLLECTIONS_PATH": COLLECTIONS_FARM, "ANSIBLE_HOME": os.path.join(workdir, "home"),
                          "ANSIBLE_LOCAL_TEMP": os.path.join(workdir, "tmp"), "ANSIBLE_NOCOLOR": "1",
-                         "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"})
+                         "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+                         "ANSIBLE_HOST_KEY_CHECKING": "0", "ANSIBLE_PIPELINING": "1"})
         env.pop("PYTHONPATH")
-        command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c",
-                   "local", "--check", "-e", "ansible_python_interpreter=%s" % sys.executable, playbook]
+        command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", paths["inventory.yml"],
+                   "--check", "--forks", str(PLAYBOOK_FORKS), paths["playbook.yml"]]
         result = Process(command, env, cwd=workdir).wait(PLAYBOOK_LIMIT)
         requests = _requests(mock)
-    if result.killed or not os.path.exists(results_path):
-        reason = "the playbook run %s: %s" % ("did not end" if result.killed else "wrote no results",
-                                              _short(result.output[-1500:], 1500))
-        return dict((case.id, Verdict(HANG if result.killed else EXCEPTION, reason)) for case in ROLE_CASES)
-    with open(results_path) as handle:
-        results = json.load(handle)
     verdicts = {}
     for case in ROLE_CASES:
-        outcome = results.get(case.id)
-        if outcome is None:
-            verdicts[case.id] = Verdict(EXCEPTION, "no result recorded")
-        elif not outcome["refused"]:
+        path = os.path.join(results_dir, case.id + ".json")
+        if not os.path.exists(path):
+            state = "did not end within %gs" % PLAYBOOK_LIMIT if result.killed else "ended (rc %s)" % result.returncode
+            verdicts[case.id] = Verdict(HANG if result.killed else EXCEPTION,
+                                        "no outcome recorded; the playbook run %s" % state)
+            continue
+        with open(path) as handle:
+            outcome = json.load(handle)
+        if not outcome["refused"]:
             verdicts[case.id] = Verdict(ACCEPTED, "the role ran to its end in check mode")
         else:
             verdict = refusal(case, outcome["msg"], requests)
