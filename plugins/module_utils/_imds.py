@@ -305,7 +305,9 @@ class RetryPolicy:
 
     def delay(self, rule, attempt, retry_after=None):
         if retry_after is not None:
-            return min(RETRY_AFTER_CAP, max(0.0, retry_after))
+            # Floored at half the rule's first delay: a Retry-After of 0 or in the past repeated
+            # on every answer must not become a busy loop against a rate-limited service.
+            return min(RETRY_AFTER_CAP, max(rule.base * 0.5, retry_after))
         if rule.exponential:
             raw = min(rule.cap, rule.base * (2 ** max(0, attempt - 1)))
         else:

@@ -208,6 +208,14 @@ def test_retry_after_values_that_are_no_instruction(header, expected):
     assert _imds.parse_retry_after(header, 1700000000.0) == expected
 
 
+def test_a_retry_after_of_zero_or_in_the_past_is_no_busy_loop():
+    past = "Tue, 14 Nov 2023 22:00:00 GMT"  # before the fake wall clock
+    steps = [answer(429, b"", headers=[("Retry-After", "0")]), answer(429, b"", headers=[("Retry-After", past)]), DOC]
+    client, clock = make(steps)[:2]
+    client.get_scheduled_events()
+    assert clock.sleeps == [0.5, 0.5]
+
+
 def test_policy_never_sleeps_past_the_cap():
     policy = _imds.RetryPolicy(rng=lambda: 1.0)
     assert policy.delay(_imds.RETRY_TABLE[("http", 429)], 1, retry_after=math.inf) == _imds.RETRY_AFTER_CAP
