@@ -178,16 +178,23 @@ def stop_vm(tmp_path, mock, second):  # noqa: F811
     return vm, eid, proc, handler_pid, marker
 
 
-def test_sigterm_lets_the_running_handler_finish_and_starts_no_other(tmp_path, mock):  # noqa: F811
-    go = tmp_path / "go"
-    # The first handler goes on until the test has seen the watcher take the signal.
-    vm, eid, proc, handler_pid, marker = stop_vm(tmp_path, mock, "while [ ! -e %s ]; do sleep 0.05; done" % go)
+def signal_and_wait_until_seen(proc):
+    """SIGTERM, then read the watcher's output until it has taken the signal (two signals sent
+    before the first is handled would be one). Returns the lines read."""
     proc.send_signal(signal.SIGTERM)
     seen = []
     for line in iter(proc.stdout.readline, b""):
         seen.append(line.decode())
         if "received SIGTERM" in seen[-1]:
             break
+    return seen
+
+
+def test_sigterm_lets_the_running_handler_finish_and_starts_no_other(tmp_path, mock):  # noqa: F811
+    go = tmp_path / "go"
+    # The first handler goes on until the test has seen the watcher take the signal.
+    vm, eid, proc, handler_pid, marker = stop_vm(tmp_path, mock, "while [ ! -e %s ]; do sleep 0.05; done" % go)
+    seen = signal_and_wait_until_seen(proc)
     go.write_text("")
     out = "".join(seen) + proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == 0, out
@@ -202,10 +209,9 @@ def test_sigterm_lets_the_running_handler_finish_and_starts_no_other(tmp_path, m
 
 def test_a_second_sigterm_cuts_the_running_handler_short(tmp_path, mock):  # noqa: F811
     vm, eid, proc, handler_pid, marker = stop_vm(tmp_path, mock, "exec sleep 300")
+    seen = signal_and_wait_until_seen(proc)
     proc.send_signal(signal.SIGTERM)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    out = proc.communicate(timeout=60)[0].decode()
+    out = "".join(seen) + proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == 0, out
     assert "CUT SHORT by a second stop signal" in out
     assert not alive(handler_pid) and not marker.exists()
