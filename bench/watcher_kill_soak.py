@@ -72,8 +72,10 @@ STARTUP_MARGIN = 2.0
 # The mock's audit times are cut to the millisecond, so an approval may read up to 1 ms early.
 AUDIT_RESOLUTION = 0.001
 # What a SIGTERM stop may take: the running handler's whole limit, its grace, an approval in
-# flight, and the margin above.
-STOP_BOUND = LONGEST_LIMIT + KILL_GRACE + REQUEST_TIMEOUT + STARTUP_MARGIN
+# flight, and the margin the daemon's stop timeout allows for writing its state (watcher_config).
+STOP_BOUND = LONGEST_LIMIT + KILL_GRACE + REQUEST_TIMEOUT + 15.0
+# What the drain-out leaves for the last stop, which usually waits for one handler.
+LAST_STOP_ALLOWANCE = LONGEST_LIMIT + KILL_GRACE + REQUEST_TIMEOUT
 MAX_ACTIVE_EVENTS = 4
 
 HANDLER_SCRIPT = r"""#!/bin/sh
@@ -373,8 +375,8 @@ class Soak(object):
         else:
             spec["resources"] = [VM] if rng.random() < 0.5 else [VM, OTHER_VM]
             # Plans are on disk before the event can be seen.
-            self._plan(event_id, "drain", "10-lb", (0, 3), fail=0.12, hang=0.08, hold=0.15)
-            self._plan(event_id, "drain", "20-app", (0, 1.5), fail=0.08, hang=0.05, hold=0.15)
+            self._plan(event_id, "drain", "10-lb", (0, 2), fail=0.12, hang=0.08, hold=0.15)
+            self._plan(event_id, "drain", "20-app", (0, 1), fail=0.08, hang=0.05, hold=0.15)
             self._plan(event_id, "started", "10-note", (0, 1), fail=0.1, hold=0.1)
             self._plan(event_id, "recover", "10-lb", (0, 1.5), fail=0.05, hold=0.1)
             roll = rng.random()
@@ -481,9 +483,9 @@ class Soak(object):
     def _plan_kill(self, main_end):
         """When to end the daemon just started, paced so that the kills asked for fit before
         main_end: ["startup", at] kills it while it starts; ["up", seconds] that long after its
-        first log line; ["drain", give_up] while a drain handler runs, or give_up seconds after
-        its first log line if none starts. With "wait" appended, not before the handlers the
-        previous daemon left are gone or must be gone."""
+        first log line; ["drain", give_up] while a drain handler runs, ["calm", give_up] shortly
+        after a drain ended, or give_up seconds after its first log line if none starts. With
+        "wait" appended, not before the handlers the previous daemon left are gone or must be gone."""
         rng = self.rng
         left = self.args.kills - self.kills
         now = time.time()
@@ -497,7 +499,7 @@ class Soak(object):
         if self._behind(main_end):
             # Slow restarts (a busy machine) or long waits put the run behind: catch up with kills
             # while the daemon starts, the cheapest there are.
-            return ["startup", now + rng.uniform(0.05, 1.2) * startup]
+            return ["startup", now + rng.uniform(0.05, 0.6) * startup]
         if self.leftovers and rng.random() < 0.6:
             # Otherwise the new daemon may always be killed before it could end the leftovers,
             # and the check of their end would have nothing to go by.
@@ -508,15 +510,18 @@ class Soak(object):
         return self._plan_after_up(rng, max(0.3, budget))
 
     def _behind(self, main_end):
-        """More than two kills behind the even pace that ends the kills 5 s before main_end."""
-        span = max(1.0, main_end - 5.0 - self.main_start)
+        """More than one kill behind the even pace that ends the kills 10 s before main_end."""
+        span = max(1.0, main_end - 10.0 - self.main_start)
         due = self.args.kills * min(1.0, (time.time() - self.main_start) / span)
-        return self.kills < due - 2
+        return self.kills < due - 1
 
     @staticmethod
     def _plan_after_up(rng, budget):
         roll = rng.random()
-        if roll < 0.45:
+        if roll < 0.12:
+            # Let a drain run to its end (and its approval go out), then kill.
+            return ["calm", 10.0]
+        if roll < 0.40:
             return ["drain", min(2.5 * budget, 6.0)]
         if roll < 0.88:
             return ["up", rng.uniform(0.1, 1.2) * budget]
@@ -541,6 +546,12 @@ class Soak(object):
             self.read_handler_log()
             if self.drain_started(len(self.gens) - 1):
                 plan[:] = ["up", now - up + self.rng.uniform(0.05, 1.0)]
+                return False
+        if kind == "calm":
+            self.read_handler_log()
+            gen = len(self.gens) - 1
+            if self.drain_started(gen) and not self.drain_running(gen):
+                plan[:] = ["up", now - up + self.rng.uniform(0.2, 1.5)]
                 return False
         return now >= up + value
 
@@ -899,7 +910,7 @@ def main(argv=None):
     parser.add_argument("--lifecycles", type=int, default=None,
                         help="events naming this VM (default 34 for 240 s, in proportion to --seconds)")
     parser.add_argument("--kills", type=int, default=None,
-                        help="kill -9 of the daemon (default 104 for 240 s, in proportion to --seconds)")
+                        help="kill -9 of the daemon (default 102 for 240 s, in proportion to --seconds)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock; printed)")
     parser.add_argument("--daemon", default=DAEMON,
                         help="the daemon's program (default: this tree's), e.g. a copy of an older commit with "
@@ -913,7 +924,7 @@ def main(argv=None):
     if args.lifecycles is None:
         args.lifecycles = int(round(34 * args.seconds / 240.0))
     if args.kills is None:
-        args.kills = int(round(104 * args.seconds / 240.0))
+        args.kills = int(round(102 * args.seconds / 240.0))
     if not 60 <= args.seconds <= 3600 or args.lifecycles < 1 or args.kills < 1:
         print("watcher_kill_soak: error: --seconds must be 60-3600, --lifecycles and --kills at least 1",
               file=sys.stderr)
@@ -937,7 +948,7 @@ def main(argv=None):
         tail = max(30.0, args.seconds * 0.22)
         main_end = soak.t0 + args.seconds - tail
         soak.main_phase(main_end)
-        soak.drain_out(soak.t0 + args.seconds - STOP_BOUND)
+        soak.drain_out(soak.t0 + args.seconds - LAST_STOP_ALLOWANCE)
         soak.sampler.stop()
         soak.read_handler_log()
         found, instances, ended_at, approvals = check(soak)
