@@ -74,18 +74,19 @@ def _listed_failures(text, kind):
 
 
 def count_sanity(text, rc, _copy):
-    ran = re.findall(r"^Running sanity test '([^']+)'", text, re.M)
-    failed = _listed_failures(text, "sanity") or []
-    return len(ran) - len(failed), len(failed)
+    # ansible-test quotes the name with ' (2.19) or " (2.17).
+    ran = set(re.findall(r"^Running sanity test [\"']([^\"']+)[\"']", text, re.M))
+    failed = set(_listed_failures(text, "sanity") or [])
+    return len(ran - failed), len(failed)
 
 
 def count_integration(text, rc, _copy):
-    ran = re.findall(r"^Running (\S+) integration test role", text, re.M)
+    ran = set(re.findall(r"^Running (\S+) integration test role", text, re.M))
     failed = _listed_failures(text, "integration")
     if failed is None:
         # Without the summary (a stop before the end), the target that was running failed.
-        failed = ran[-1:] if rc else []
-    return len(ran) - len(failed), len(failed)
+        failed = re.findall(r"^Running (\S+) integration test role", text, re.M)[-1:] if rc else []
+    return len(ran - set(failed)), len(set(failed))
 
 
 def count_junit(text, rc, copy):
@@ -125,7 +126,7 @@ def core_suites(venv, version):
              forbid=[r"All targets skipped", r"Skipping \S+ integration"]),
         dict(name="sanity/%s" % version, kind="sanity", unit="sanity tests", venv=venv, weight=2, lock=True,
              cmd=[ansible_test, "sanity"] + common, counter=count_sanity,
-             progress=[r"^Running sanity test '([^']+)'"],
+             progress=[r"^Running sanity test [\"']([^\"']+)[\"']"],
              forbid=[r"Required program \S+ not found", r"Skipping sanity test", r"All targets skipped"]),
         dict(name="units/%s" % version, kind="units", unit="tests", venv=venv, weight=1,
              cmd=[ansible_test, "units"] + common + ["--num-workers", "2"], counter=count_junit,
@@ -315,7 +316,7 @@ def run_all(suites, jobs, snapshot):
                     tail = handle.read().splitlines()[-30:]
                 Printer.say("\n".join("    | " + line for line in tail))
 
-    threads = [threading.Thread(target=worker) for _ in range(max(1, jobs))]
+    threads = [threading.Thread(target=worker) for dummy in range(max(1, jobs))]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -11,7 +11,6 @@ from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import
 from .plugins.module_utils.fakes import FakeClock
 
 
-
 def _isolation():
     """The mode tests/harness/loopback-only chose. ansible-test units passes the tests only the
     environment variables it knows, so under it the namespace shows itself instead: a network
