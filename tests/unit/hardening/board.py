@@ -26,6 +26,7 @@ class Board(object):
         self._futures = {}
         self._tallies = collections.OrderedDict()     # table -> OrderedDict(cell id -> (outcome, dims))
         self._failures = collections.OrderedDict()    # table -> [(cell id, reason)]
+        self.notes = []                               # lines for the summary, such as what took long
 
     def _pool(self, name):
         with self._lock:

@@ -60,3 +60,5 @@ def pytest_terminal_summary(terminalreporter):
                  ", ".join(_counts(bad, (REFUSED, ACCEPTED, EXCEPTION, HANG)))))
         for cell, reason in BOARD.failures("bad input"):
             write("  bad input case %s: %s" % (cell, reason))
+    for note in BOARD.notes:
+        write(note)

@@ -358,6 +358,8 @@ def run_role_cases():
                    "--check", "--forks", str(PLAYBOOK_FORKS), paths["playbook.yml"]]
         result = Process(command, env, cwd=workdir).wait(PLAYBOOK_LIMIT)
         requests = _requests(mock)
+    BOARD.notes.append("bad input: the role's %d cases took %.0fs in one check-mode playbook run"
+                       % (len(ROLE_CASES), result.elapsed))
     verdicts = {}
     for case in ROLE_CASES:
         path = os.path.join(results_dir, case.id + ".json")
