@@ -56,8 +56,8 @@ class Fault(object):
 def _fault_paths(value):
     if value is None:
         return None
-    if not isinstance(value, list) or len(value) > 32 or not all(isinstance(p, str) and 0 < len(p) <= 256
-                                                                  for p in value):
+    if not isinstance(value, list) or len(value) > 32 or not all(
+            isinstance(p, str) and 0 < len(p) <= 256 for p in value):
         raise MockError("fault paths must be a list of IMDS paths such as /metadata/scheduledevents "
                         "(or short names such as scheduledevents)")
     return [p.rstrip("/") if p.startswith("/") else "/metadata/" + p.strip("/") for p in value]

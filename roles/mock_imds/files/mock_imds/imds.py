@@ -70,7 +70,6 @@ ADMIT = Admission()
 RATE_LIMITED = Admission(limited=True)
 
 
-
 class ImdsEndpoints(object):
     """What MockState answers to IMDS requests (a mixin: MockState holds the lock, fleet and events)."""
 

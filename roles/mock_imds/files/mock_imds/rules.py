@@ -11,7 +11,6 @@ import uuid
 from urllib.parse import parse_qsl
 
 
-
 SCHEDULED_EVENTS_VERSIONS = (
     "2017-03-01", "2017-08-01", "2017-11-01", "2019-01-01", "2019-04-01", "2019-08-01", "2020-07-01",
 )
