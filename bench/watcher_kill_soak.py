@@ -934,8 +934,8 @@ def main(argv=None):
     print("watcher kill -9 soak: seed %d (--seed %d repeats the plan; timing differs), %gs, "
           "%d lifecycles and %d kills asked" % (args.seed, args.seed, args.seconds, args.lifecycles, args.kills),
           flush=True)
-    signal.signal(signal.SIGTERM, interrupted)
-    signal.signal(signal.SIGHUP, interrupted)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupted)
     workdir = tempfile.mkdtemp(prefix="watcher_kill_soak_")
     soak = mock = None
     violations = None
@@ -955,6 +955,7 @@ def main(argv=None):
         violations = report(soak, found, instances, ended_at, approvals)
     except KeyboardInterrupt:
         print("watcher_kill_soak: interrupted; everything it started is ended", file=sys.stderr)
+        violations = 0              # nothing was checked: nothing to keep for
         return 130
     finally:
         end_everything(soak, mock)
