@@ -10,6 +10,7 @@ process. The watcher daemon runs as its own program, as systemd runs it.
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -170,8 +171,7 @@ def run_module(name, args, env=None, timeout=90.0):
         parsed = None
     if not isinstance(parsed, dict):
         parsed = None
-    os.remove(args_path)
-    os.rmdir(workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
     return ModuleRun(parsed, result)
 
 
@@ -271,6 +271,7 @@ class Cell(object):
         for listener in (self.refused, self.trap):
             if listener is not None:
                 listener.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class Observation(object):

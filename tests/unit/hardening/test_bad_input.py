@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -276,6 +277,7 @@ def check_watcher_config(case):
             else:
                 verdict = refusal(case, result.stderr, _requests(mock), result.elapsed)
             verdicts.append((" ".join(command), verdict))
+    shutil.rmtree(workdir, ignore_errors=True)
     for where, verdict in verdicts:
         if verdict.outcome != REFUSED:
             return Verdict(verdict.outcome, "%s: %s" % (where, verdict.reason))
@@ -360,16 +362,21 @@ def run_role_cases():
         requests = _requests(mock)
     BOARD.notes.append("bad input: the role's %d cases took %.0fs in one check-mode playbook run"
                        % (len(ROLE_CASES), result.elapsed))
-    verdicts = {}
+    outcomes = {}
     for case in ROLE_CASES:
         path = os.path.join(results_dir, case.id + ".json")
-        if not os.path.exists(path):
+        if os.path.exists(path):
+            with open(path) as handle:
+                outcomes[case.id] = json.load(handle)
+    shutil.rmtree(workdir, ignore_errors=True)
+    verdicts = {}
+    for case in ROLE_CASES:
+        outcome = outcomes.get(case.id)
+        if outcome is None:
             state = "did not end within %gs" % PLAYBOOK_LIMIT if result.killed else "ended (rc %s)" % result.returncode
             verdicts[case.id] = Verdict(HANG if result.killed else EXCEPTION,
                                         "no outcome recorded; the playbook run %s" % state)
             continue
-        with open(path) as handle:
-            outcome = json.load(handle)
         if not outcome["refused"]:
             verdicts[case.id] = Verdict(ACCEPTED, "the role ran to its end in check mode")
         else:
