@@ -15,6 +15,7 @@ answered while the previous step acted still counts; all its keys must hold:
   "path": TEXT         ... to a path containing TEXT, such as "scheduledevents" (a wait with
                        this_host_only reads the VM's name from another path first) ...
   "status": S          ... with this status (null: dropped or reset without an answer)
+  "approvals": N       at least N approvals were posted (by "vm", if given)
   "file_has": [[PATH, REGEX], ...]   each file exists and matches its regular expression
 ACTION is ["GET"|"POST"|"DELETE", CONTROL_PATH, BODY] (a control API call, which must answer
 below 400) or ["write", PATH, TEXT] (replaces the file's content).
@@ -72,8 +73,10 @@ def holds(when, audit):
     requests = [r for r in audit["requests"]
                 if ("vm" not in when or r["vm"] == when["vm"]) and when.get("path", "") in r["path"]
                 and ("status" not in when or r["status"] == when["status"])]
+    approvals = [a for a in audit["approvals"] if "vm" not in when or a["vm"] == when["vm"]]
     files = when.get("file_has", [])
-    return len(requests) >= wanted and all(file_matches(path, pattern) for path, pattern in files)
+    return (len(requests) >= wanted and len(approvals) >= when.get("approvals", 0)
+            and all(file_matches(path, pattern) for path, pattern in files))
 
 
 def act(control_url, action):
