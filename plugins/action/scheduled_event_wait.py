@@ -42,7 +42,7 @@ def argument_spec():
         this_host_only=dict(type="bool", default=False),
         state=dict(type="str", choices=list(_wait_state.STATES)),
         condition=dict(type="str"),
-        since_incarnation=dict(type="int"),
+        since_incarnation=dict(type="raw"),
         timeout=dict(type="float", default=DEFAULT_TIMEOUT),
         delay=dict(type="float", default=0.0),
         sleep=dict(type="float", default=DEFAULT_SLEEP),
@@ -59,7 +59,7 @@ def check_options(args, raw):
     """Every value the task gives, checked once here; returns the filter warnings."""
     _options.check_numbers(args, raw)
     warnings = _options.check_filters(args)
-    if args["imds_url"]:
+    if args["imds_url"] is not None:
         _imds.check_base_url(args["imds_url"])
     return warnings
 

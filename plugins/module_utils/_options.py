@@ -67,12 +67,26 @@ def check_numbers(params, raw=None):
         unit = None if integer else "seconds"
         if isinstance(given, bool) or (isinstance(given, str) and not _plain_number_text(given)):
             _imds.check_number(given, name, minimum, maximum, integer=integer, unit=unit)
-        params[name] = _imds.check_number(params[name], name, minimum, maximum, integer=integer,
-                                          allow_none=True, unit=unit)
+        params[name] = _imds.check_number(_number_from_text(params[name]), name, minimum, maximum,
+                                          integer=integer, allow_none=True, unit=unit)
 
 
 def _plain_number_text(text):
     return all(c in "0123456789+-.eE_ " for c in text)
+
+
+def _number_from_text(value):
+    """The number an option declared raw (so that Ansible's int conversion cannot fail on infinity
+    without naming it) was given as ASCII text, such as a templated "{{ incarnation }}"; anything
+    else unchanged, for check_number to judge."""
+    if not isinstance(value, str) or not value.strip() or not _plain_number_text(value):
+        return value
+    for convert in (int, float):
+        try:
+            return convert(value)
+        except ValueError:
+            continue
+    return value
 
 
 def range_text(name):

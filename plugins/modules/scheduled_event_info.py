@@ -50,8 +50,10 @@ options:
         once if the first read already differs), or after O(max_wait) seconds with the last
         document it read.
       - Compare incarnations only for equality; IMDS may skip numbers.
-      - A whole number from 0 to 9223372036854775807.
-    type: int
+      - A whole number from 0 to 9223372036854775807, or its decimal text.
+      - Declared C(raw) so that a value such as infinity is refused with this option named; Ansible's
+        own integer conversion would fail on it without a name.
+    type: raw
   max_wait:
     description:
       - Mostly for M(azure_imds.scheduled_events.scheduled_event_wait); lets a task block on the host
@@ -271,7 +273,7 @@ def argument_spec():
     spec.update(_options.filter_argument_spec())
     spec.update(
         this_host_only=dict(type="bool", default=False),
-        changed_since=dict(type="int"),
+        changed_since=dict(type="raw"),
         max_wait=dict(type="float", default=0.0),
         poll_interval=dict(type="float", default=DEFAULT_POLL_INTERVAL),
     )

@@ -92,8 +92,10 @@ options:
         earlier M(azure_imds.scheduled_events.scheduled_event_info) read; when the document already
         differs, the wait ends at once.
       - Only valid with O(state=changed).
-      - A whole number from 0 to 9223372036854775807.
-    type: int
+      - A whole number from 0 to 9223372036854775807, or its decimal text.
+      - Declared C(raw) so that a value such as infinity is refused with this option named; Ansible's
+        own integer conversion would fail on it without a name.
+    type: raw
   this_host_only:
     description:
       - Keep only events whose C(Resources) name this VM (see O(resource_name)); events of an

@@ -68,3 +68,19 @@ def test_client_from_params_uses_the_options():
                                           "request_timeout": 3.0, "retry_timeout": 0.0})
     assert (client.base_url, client.api_version, client.request_timeout, client.retry_timeout) == (
         "http://127.0.0.1:1/vm/a", "2019-08-01", 3.0, 0.0)
+
+
+@pytest.mark.parametrize("given, expected", [(7, 7), ("7", 7), (" 12 ", 12), ("1e3", 1000), (7.0, 7)])
+def test_incarnation_options_declared_raw_take_numbers_and_their_ascii_text(given, expected):
+    for name in ("changed_since", "since_incarnation"):
+        params = {name: given}
+        _options.check_numbers(params, {name: given})
+        assert params[name] == expected and isinstance(params[name], int)
+
+
+@pytest.mark.parametrize("given", [float("inf"), float("-inf"), float("nan"), "inf", "５", "", True, 1.5, -1, 2 ** 63])
+def test_incarnation_options_refuse_what_is_no_whole_number_naming_the_option(given):
+    for name in ("changed_since", "since_incarnation"):
+        with pytest.raises(_imds.ImdsInputError) as caught:
+            _options.check_numbers({name: given}, {name: given})
+        assert str(caught.value).startswith(name + " must be a whole number from 0 to 9223372036854775807")
