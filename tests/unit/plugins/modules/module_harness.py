@@ -158,7 +158,10 @@ def check_result_against_return_doc(module, result):
 # -- running EXAMPLES against the mock -----------------------------------------------------------
 
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-COLLECTIONS_FARM = os.path.join(os.path.dirname(TESTS_DIR), ".cache", "pytest-collections")
+sys.path.insert(0, os.path.join(TESTS_DIR, "harness"))
+import collection_path  # noqa: E402  pylint: disable=wrong-import-position,import-error
+
+COLLECTIONS_FARM = collection_path.collections_dir(os.path.dirname(TESTS_DIR))
 
 
 def run_examples(module, mock_url, tmp_path):
@@ -175,6 +178,9 @@ def run_examples(module, mock_url, tmp_path):
     env.update(AZURE_IMDS_URL=mock_url, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS_FARM, ANSIBLE_NOCOLOR="1",
                ANSIBLE_HOME=str(tmp_path / "ansible-home"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_RETRY_FILES_ENABLED="0")
+    # Under ansible-test units, PYTHONPATH points at its restricted import hooks, which hide
+    # ansible.cli from the ansible-playbook started here.
+    env.pop("PYTHONPATH", None)
     command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
                "-c", "local", "-e", "ansible_python_interpreter=%s" % sys.executable, "-v", str(path)]
     return subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300,
