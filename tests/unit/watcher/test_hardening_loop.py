@@ -8,7 +8,6 @@ import os
 
 import pytest
 
-import _imds
 import scheduled_events_watcher as daemon
 import watcher_decisions
 
@@ -207,7 +206,7 @@ def test_one_empty_document_is_not_the_end_of_an_event(tmp_path):
     watcher, transport, clock, log = build(tmp_path, steps, stop_after=1003.5)
     start(watcher)
     watcher.run_forever()
-    assert "event_gone" not in log.actions() and "recover" not in [p for _, p in watcher.planner.queue]
+    assert "event_gone" not in log.actions() and "recover" not in [phase for _key, phase in watcher.planner.queue]
     assert log.messages("event_missing") and "not taken as gone" in log.messages("event_missing")[0]
     record = watcher.planner.records[ID_A.lower()]
     assert record["drain"] == "succeeded" and record["recover"] is None and not record["gone"]

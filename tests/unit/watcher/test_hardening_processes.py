@@ -225,7 +225,7 @@ def test_a_stop_does_not_wait_for_a_slow_imds(tmp_path, mock):  # noqa: F811
     mock.control("POST", "faults", {"kind": "slow", "delay": 100})
     argv, env = vm.command("run")
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert wait_until(lambda: (tmp_path / "state" / "state.json").exists(), 30)
+    assert wait_until((tmp_path / "state" / "state.json").exists, 30)
     time.sleep(0.5)                               # the first GET is now waiting for the slow answer
     began = time.monotonic()
     proc.send_signal(signal.SIGTERM)
