@@ -26,8 +26,12 @@ from ..plugins.module_utils.test_imds_http import TrapProxy
 from .board import CLEAN_ERROR, CRASH, HANG, SUCCESS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-# tests/unit/conftest.py links the checkout there as ansible_collections.azure_imds.scheduled_events.
-COLLECTIONS_FARM = os.path.join(ROOT, ".cache", "pytest-collections")
+sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
+import collection_path  # noqa: E402  pylint: disable=wrong-import-position,import-error
+
+# Where ansible_collections.azure_imds.scheduled_events is found: a link farm for a plain checkout,
+# the directory above the copy that ansible-test units runs in.
+COLLECTIONS_FARM = collection_path.collections_dir(ROOT)
 WATCHER = os.path.join(ROOT, "roles", "watcher", "files", "scheduled_events_watcher.py")
 MODULES = "ansible_collections.azure_imds.scheduled_events.plugins.modules."
 WAIT_FQCN = "azure_imds.scheduled_events.scheduled_event_wait"
