@@ -408,7 +408,9 @@ def verdict_of(case):
         return BOARD.result("input", ROLE_KEY, run_role_cases, PLAYBOOK_LIMIT + 60)[case.id]
     if target == "wait":
         return check_wait(case)
-    return BOARD.result("input", case.id, lambda: CHECKS[target](case), 10 * CASE_LIMIT)
+    # Each case's own processes are bounded by CASE_LIMIT; this bounds its wait in the queue, which
+    # under pytest-xdist on two cores can sit behind the role's whole playbook run.
+    return BOARD.result("input", case.id, lambda: CHECKS[target](case), PLAYBOOK_LIMIT + 10 * CASE_LIMIT)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
