@@ -29,12 +29,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MOCK = os.path.join(ROOT, "roles", "mock_imds", "files", "mock_imds")
-FARM = os.path.join(ROOT, ".cache", "demo-collections")
 HOSTS = ("web_0", "web_1", "web_2")
 SPEED = 10
 PLAYBOOK = "azure_imds.scheduled_events.rolling_maintenance"
 
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
+import collection_path  # noqa: E402  pylint: disable=wrong-import-position
 import timeline  # noqa: E402  pylint: disable=wrong-import-position
 
 
@@ -48,17 +49,6 @@ def _interrupt(signum, _frame):
 
 def say(text):
     print("demo: %s" % text, flush=True)
-
-
-def collections_path():
-    """A tree where ansible finds this checkout as ansible_collections/azure_imds/scheduled_events."""
-    link = os.path.join(FARM, "ansible_collections", "azure_imds", "scheduled_events")
-    if os.path.islink(link) and os.path.realpath(link) != os.path.realpath(ROOT):
-        os.remove(link)  # a clone that moved leaves a link to its old place
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ROOT, link)
-    return FARM
 
 
 def start_mock(workdir):
@@ -113,7 +103,7 @@ def playbook_environment(workdir):
     env = dict(os.environ)
     env.pop("AZURE_IMDS_URL", None)  # every host names its VM of the mock explicitly
     env.update(
-        ANSIBLE_COLLECTIONS_PATH=collections_path(),
+        ANSIBLE_COLLECTIONS_PATH=collection_path.collections_dir(ROOT),
         ANSIBLE_DISPLAY_SKIPPED_HOSTS="false",
         ANSIBLE_LOCAL_TEMP=os.path.join(workdir, "tmp"),
         ANSIBLE_REMOTE_TEMP=os.path.join(workdir, "remote-tmp"),

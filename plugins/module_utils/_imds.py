@@ -344,9 +344,12 @@ def parse_retry_after(value, now_epoch=None):
 # --------------------------------------------------------------------------------------------
 
 def resolve_base_url(explicit=None, environ=None):
-    """An explicit URL wins, then $AZURE_IMDS_URL, then the real link-local address."""
+    """An explicit URL wins, then $AZURE_IMDS_URL, then the real link-local address.
+
+    An explicit empty string is refused (check_base_url), not read as "the default": it is almost
+    always a variable that came out empty, and a test host must not reach for the real address."""
     environ = os.environ if environ is None else environ
-    if explicit is not None and explicit != "":
+    if explicit is not None:
         return check_base_url(explicit)
     from_environment = environ.get(URL_ENV_VAR)
     if from_environment:

@@ -47,6 +47,11 @@ CORES = (os.path.join(ROOT, ".cache", "venv-oldest-core"), os.path.join(ROOT, ".
 # AZURE_IMDS_INTEGRATION_TARGETS="scheduled_event_wait ..." narrows the integration suites (default: all).
 TARGETS = os.environ.get("AZURE_IMDS_INTEGRATION_TARGETS", "").split()
 PROGRESS_EVERY = 30.0
+# Colour codes, which some tools print whatever they are told, are taken out before matching.
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# Roughly how many minutes each molecule scenario takes on this 2-core machine (the weight of
+# every suite is that: the longest start first).
+WEIGHTS = {"watcher_systemd": 9, "watcher_local": 4, "rolling_maintenance": 3}
 # ansible-test's shared directory: tests/harness/prepare builds the sanity environments there
 # holding this lock exclusively; sanity suites hold it shared while they use them.
 ANSIBLE_TEST_LOCK = os.path.expanduser("~/.ansible/test/azure_imds.lock")
@@ -120,15 +125,15 @@ def core_suites(venv, version):
     ansible_test = os.path.join(venv, "bin", "ansible-test")
     common = ["--local", "--python", PY, "--color", "no"]
     return [
-        dict(name="integration/%s" % version, kind="integration", unit="targets", venv=venv, weight=3,
+        dict(name="integration/%s" % version, kind="integration", unit="targets", venv=venv, weight=5,
              cmd=[ansible_test, "integration"] + common + ["--continue-on-error"] + TARGETS, counter=count_integration,
              progress=[r"^Running (\S+) integration test role", r"^TASK \[(.+?)\]"],
              forbid=[r"All targets skipped", r"Skipping \S+ integration"]),
-        dict(name="sanity/%s" % version, kind="sanity", unit="sanity tests", venv=venv, weight=2, lock=True,
+        dict(name="sanity/%s" % version, kind="sanity", unit="sanity tests", venv=venv, weight=1.5, lock=True,
              cmd=[ansible_test, "sanity"] + common, counter=count_sanity,
              progress=[r"^Running sanity test [\"']([^\"']+)[\"']"],
              forbid=[r"Required program \S+ not found", r"Skipping sanity test", r"All targets skipped"]),
-        dict(name="units/%s" % version, kind="units", unit="tests", venv=venv, weight=1,
+        dict(name="units/%s" % version, kind="units", unit="tests", venv=venv, weight=5,
              cmd=[ansible_test, "units"] + common + ["--num-workers", "2"], counter=count_junit,
              progress=[r"^Unit test (\S+ with Python \S+)", r"\[\s*(\d+%)\]"],
              forbid=[r"\d+ skipped", r"\d+ xfailed", r"\d+ deselected"]),
@@ -144,10 +149,14 @@ def suite_table():
                        for kind in ("integration", "sanity", "units")]
         else:
             suites += core_suites(venv, version)
+    # One suite per molecule scenario, so that the scenarios run beside the other suites.
     suites += [
-        dict(name="molecule", kind="molecule", unit="scenarios", weight=3, cwd="extensions", scenarios=True,
-             progress=[r"(?:INFO|WARNING)\s+(\S+ ➜ \w+)", r"^TASK \[(.+?)\]"]),
-        dict(name="lint", kind="lint", unit="check", weight=1, cwd="root", own_netns=False,
+        dict(name="molecule/%s" % scenario, kind="molecule", unit="scenarios", weight=WEIGHTS.get(scenario, 3),
+             cwd="extensions", cmd=[os.path.join(BIN, "molecule"), "test", "-s", scenario], counter=count_check,
+             progress=[r"(?:INFO|WARNING)\s+(\S+ ➜ \w+)", r"TASK \[([^\]]+)\]?"])
+        for scenario in molecule_scenarios()]
+    suites += [
+        dict(name="lint", kind="lint", unit="check", weight=0.7, cwd="root", own_netns=False,
              cmd=[os.path.join(BIN, "ansible-lint"), "--offline", "--profile", "production", "--nocolor"],
              counter=count_check),
         dict(name="changelog", kind="changelog", unit="check", weight=0, cwd="root", own_netns=False,
@@ -165,6 +174,8 @@ def environment(collections, venv=None):
     env["MOLECULE_COLLECTIONS_PATH"] = collections
     env["PATH"] = os.path.join(venv or os.path.dirname(BIN), "bin") + os.pathsep + env.get("PATH", "")
     env.setdefault("ANSIBLE_NOCOLOR", "1")
+    env.setdefault("NO_COLOR", "1")
+    env.setdefault("PY_COLORS", "0")
     env["PYTHONUNBUFFERED"] = "1"  # progress lines as they happen, not when a pipe buffer fills
     env["ANSIBLE_HOME"] = os.path.join(os.path.dirname(collections), "ansible-home")
     env.pop("AZURE_IMDS_URL", None)  # every test names its mock explicitly
@@ -206,7 +217,7 @@ def run_command(suite, cmd, cwd, log, env):
         def read():
             for raw in proc.stdout:
                 handle.write(raw)
-                line = raw.decode("utf-8", "replace").rstrip()
+                line = ANSI.sub("", raw.decode("utf-8", "replace")).rstrip()
                 for pattern in patterns:
                     found = pattern.search(line)
                     if found:
@@ -245,15 +256,6 @@ def run_suite(suite, snapshot):
     collections = os.path.dirname(os.path.dirname(os.path.dirname(copy)))
     env = environment(collections, suite.get("venv"))
     cwd = {"root": ROOT, "extensions": os.path.join(ROOT, "extensions")}.get(suite.get("cwd"), copy)
-    if suite.get("scenarios"):
-        passed = failed = rc = 0
-        molecule = os.path.join(BIN, "molecule")
-        for scenario in molecule_scenarios():
-            Printer.say("harness: %-18s scenario %s" % (suite["name"], scenario))
-            code = run_command(suite, [molecule, "test", "-s", scenario], cwd, log, env)
-            passed, failed = (passed + 1, failed) if code == 0 else (passed, failed + 1)
-            rc = rc or code
-        return rc, passed, failed, log
     cmd = suite["cmd"]
     if suite.get("lock"):
         os.makedirs(os.path.dirname(ANSIBLE_TEST_LOCK), exist_ok=True)

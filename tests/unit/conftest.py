@@ -48,3 +48,13 @@ def _provide_patch_module_args():
 
 
 _provide_patch_module_args()
+
+
+def pytest_configure():
+    """Refuse to run outside tests/harness/loopback-only: a test that reached for the real IMDS
+    address (a default URL, an empty variable) must fail there, not leave the machine."""
+    import isolation  # pylint: disable=import-outside-toplevel,import-error
+    if isolation.mode() not in isolation.MODES:
+        import pytest  # pylint: disable=import-outside-toplevel
+        pytest.exit("not isolated: %s. For example: tests/harness/loopback-only .venv/bin/pytest tests/unit"
+                    % isolation.HOW, returncode=4)

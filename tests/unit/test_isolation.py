@@ -10,25 +10,16 @@ from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import
 
 from .plugins.module_utils.fakes import FakeClock
 
-
-def _isolation():
-    """The mode tests/harness/loopback-only chose. ansible-test units passes the tests only the
-    environment variables it knows, so under it the namespace shows itself instead: a network
-    namespace has no interface but loopback."""
-    mode = os.environ.get("AZURE_IMDS_TEST_ISOLATION")
-    if mode is None and [pair[1] for pair in socket.if_nameindex()] == ["lo"]:
-        mode = "netns"
-    return mode
+import isolation  # tests/harness, put on sys.path by conftest.py  # pylint: disable=wrong-import-order
 
 
-ISOLATION = _isolation()
+ISOLATION = isolation.mode()
 
 
 def require_isolation():
     # Checked before any attempt, so that a run outside the harness fails here instead of
     # sending a packet towards the real metadata address.
-    assert ISOLATION in ("netns", "userns", "guard"), (
-        "run the tests through tests/harness/loopback-only (make test); AZURE_IMDS_TEST_ISOLATION=%r" % ISOLATION)
+    assert ISOLATION in isolation.MODES, "%s; AZURE_IMDS_TEST_ISOLATION=%r" % (isolation.HOW, ISOLATION)
 
 
 def test_only_loopback_interfaces_exist_in_a_namespace():

@@ -251,10 +251,9 @@ def judge(row, consumer, cell, obs):
 
 
 class Verdict(object):
-    def __init__(self, outcome, reasons, observation=None):
+    def __init__(self, outcome, reasons):
         self.outcome = outcome
         self.reasons = reasons
-        self.observation = observation
 
 
 OBSERVERS = {
@@ -280,7 +279,7 @@ def run_cell(row, consumer):
     finally:
         cell.close()
     outcome = obs.outcome if (obs.outcome in (CRASH, HANG) or not reasons) else WRONG
-    return Verdict(outcome, reasons, obs)
+    return Verdict(outcome, reasons)
 
 
 def _cost(row, consumer):

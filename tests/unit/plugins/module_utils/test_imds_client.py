@@ -32,7 +32,7 @@ def test_explicit_url_wins_over_environment():
     assert _imds.resolve_base_url("http://127.0.0.1:9/vm/a", env) == "http://127.0.0.1:9/vm/a"
 
 
-@pytest.mark.parametrize("bad", ["169.254.169.254", "ftp://x", "http://127.0.0.1/?a=1", "http://"])
+@pytest.mark.parametrize("bad", ["", "169.254.169.254", "ftp://x", "http://127.0.0.1/?a=1", "http://"])
 def test_bad_url_is_refused_with_the_fix(bad):
     with pytest.raises(_imds.ImdsInputError, match="imds_url"):
         _imds.resolve_base_url(bad, environ={})
