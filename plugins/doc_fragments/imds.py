@@ -23,7 +23,8 @@ options:
         redirects are refused.
       - It must be an V(http://) or V(https://) URL with a host, a port from 1 to 65535 when one is
         given, and no whitespace, control or non-ASCII characters, query, fragment or credentials.
-        E(AZURE_IMDS_URL) is checked the same way. A URL that is not is refused before any request.
+        E(AZURE_IMDS_URL) is checked the same way. A URL that is not (an empty string included) is
+        refused before any request.
     type: str
   api_version:
     description:
