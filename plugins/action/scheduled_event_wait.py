@@ -32,6 +32,10 @@ INFO_MODULE = "azure_imds.scheduled_events.scheduled_event_info"
 DEFAULT_TIMEOUT = 1800.0
 # Microsoft recommends polling once a second.
 DEFAULT_SLEEP = 1.0
+# A line a minute keeps a job log (AWX shows nothing else until the task ends) alive without flooding it.
+DEFAULT_PROGRESS_INTERVAL = 60.0
+# Below a second, lines would come faster than the host is polled.
+MIN_PROGRESS_INTERVAL = 1.0
 
 
 def argument_spec():
@@ -46,6 +50,7 @@ def argument_spec():
         timeout=dict(type="float", default=DEFAULT_TIMEOUT),
         delay=dict(type="float", default=0.0),
         sleep=dict(type="float", default=DEFAULT_SLEEP),
+        progress_interval=dict(type="float", default=DEFAULT_PROGRESS_INTERVAL),
         msg=dict(type="str"),
     )
     return spec
@@ -58,10 +63,39 @@ PASSED_OPTIONS = ("imds_url", "api_version", "resource_name", "this_host_only") 
 def check_options(args, raw):
     """Every value the task gives, checked once here; returns the filter warnings."""
     _options.check_numbers(args, raw)
+    args["progress_interval"] = check_progress_interval(raw.get("progress_interval", args["progress_interval"]),
+                                                        args["progress_interval"])
     warnings = _options.check_filters(args)
     if args["imds_url"] is not None:
         _imds.check_base_url(args["imds_url"])
     return warnings
+
+
+def progress_range_text():
+    """How the documentation states the range of progress_interval (a unit test compares)."""
+    return "V(0) turns the lines off; otherwise a number of seconds from %s to %s." % (
+        _imds.format_number(MIN_PROGRESS_INTERVAL), _imds.format_number(_imds.MAX_TIMEOUT))
+
+
+def check_progress_interval(given, converted):
+    """progress_interval as a float: 0, or seconds within range. given is the value before Ansible's
+    conversion, which reads true as 1.0 and a full-width digit as a digit."""
+    message = "progress_interval must be 0 (no progress lines) or a number of seconds from %s to %s, got %s." % (
+        _imds.format_number(MIN_PROGRESS_INTERVAL), _imds.format_number(_imds.MAX_TIMEOUT), _short(given))
+    if isinstance(given, bool) or (isinstance(given, str) and not given.isascii()):
+        raise _imds.ImdsInputError(message)
+    try:
+        value = _imds.check_number(converted, "progress_interval", 0.0, _imds.MAX_TIMEOUT)
+    except _imds.ImdsInputError:
+        raise _imds.ImdsInputError(message)
+    if 0 < value < MIN_PROGRESS_INTERVAL:
+        raise _imds.ImdsInputError(message)
+    return value
+
+
+def _short(value, limit=80):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class _ModuleRun:
@@ -95,6 +129,7 @@ class ActionModule(ActionBase):
     answer_grace = _wait_state.ANSWER_GRACE
     _original_connection_timeout = None
     _in_flight = None
+    _progress = None
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -121,7 +156,10 @@ class ActionModule(ActionBase):
             chunk=self.chunk_seconds, reset_connection=self._reset_connection,
             clock=self._clock, sleep_fn=self._sleep,
             log=lambda message: display.vvv("scheduled_event_wait: %s" % message, host=self._play_context.remote_addr),
+            progress_interval=args["progress_interval"], progress=lambda line: display.display(
+                "scheduled_event_wait %s: %s" % (task_vars.get("inventory_hostname", self._play_context.remote_addr), line)),
         )
+        self._progress = waiter.progress
         self._original_connection_timeout = self._connection_timeout()
         try:
             outcome = waiter.run()
@@ -173,7 +211,7 @@ class ActionModule(ActionBase):
         else:
             patience = max(0.0, min(time_left, self.answer_grace))
         run = self._in_flight
-        if not self._join(run.thread, patience):
+        if not self._await_answer(run.thread, patience):
             return dict(unreachable=True, msg="no answer from the host %.1fs after the run was due to end; resetting "
                                               "the connection" % self.answer_grace)
         self._in_flight = None
@@ -189,6 +227,19 @@ class ActionModule(ActionBase):
         except AnsibleError as exc:
             # A failed file transfer or interpreter discovery: the Waiter decides whether to retry.
             return dict(failed=True, msg=to_text(exc))
+
+    def _await_answer(self, thread, patience):
+        """Join the run for up to patience seconds, in pieces that end where a progress line is due:
+        a watch on the host lasts up to two minutes, and the lines must not wait for it."""
+        left = patience
+        while True:
+            due = self._progress.due_in() if self._progress is not None else None
+            if due is None or due >= left:
+                return self._join(thread, max(0.0, left))
+            if self._join(thread, due):
+                return True
+            left -= due
+            self._progress.tick()
 
     @staticmethod
     def _join(thread, seconds):

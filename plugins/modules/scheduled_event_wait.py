@@ -127,6 +127,18 @@ options:
       - A number of seconds from 0.2 to 86400.
     type: float
     default: 1
+  progress_interval:
+    description:
+      - Every O(progress_interval) seconds of waiting, one line at default verbosity, so that a long
+        wait shows in a job log (AWX, CI) before it ends. It names the host, what is waited for,
+        the matching events seen now (type, the first 8 characters of the EventId, status), how many
+        events the wait has seen, the time elapsed and O(timeout).
+      - 'For example C(scheduled_event_wait web_0: waiting for state=started; now: Reboot 7D5C1C4A Scheduled
+        (DocumentIncarnation 3\); 1 event seen; 2m00s elapsed of 30m00s).'
+      - While the host does not answer (a VM being rebooted), the line says so, with the last error.
+      - V(0) turns the lines off; otherwise a number of seconds from 1 to 86400.
+    type: float
+    default: 60
   msg:
     description:
       - The failure message when O(timeout) passes, replacing the default message, which names the

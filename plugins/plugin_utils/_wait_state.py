@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import time
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
@@ -188,6 +189,44 @@ class Outcome:
         self.unreachable = 0       # runs that could not reach the host
         self.warnings = []         # the info module's warnings, each once
         self.facts = {}            # what Ansible adds to module results (the discovered interpreter)
+        self.last_ok = False       # whether the latest run gave a document
+        self.seen_event_ids = []   # every matching event seen during the wait, each once
+
+
+class Progress:
+    """A line every ``interval`` seconds of a wait (0: none), built by ``describe(elapsed)``.
+
+    Nothing here waits: the Waiter and the action plugin ask how long until the next line is due,
+    wait no longer than that, then call ``tick()``. A line that comes late (a run answered after it
+    was due) moves the next one on to its own slot; two lines never come at once.
+    """
+
+    def __init__(self, interval, clock, emit, describe):
+        self.interval = float(interval or 0.0)
+        self._clock = clock
+        self._emit = emit
+        self._describe = describe
+        self._start = None
+        self._next = None
+
+    def start(self):
+        self._start = self._clock()
+        self._next = self._start + self.interval if self.interval > 0 else None
+
+    def due_in(self):
+        """Seconds until the next line is due; None when there are no lines."""
+        if self._next is None:
+            return None
+        return max(0.0, self._next - self._clock())
+
+    def tick(self):
+        if self._next is None:
+            return
+        now = self._clock()
+        if now < self._next:
+            return
+        self._emit(self._describe(now - self._start))
+        self._next += (math.floor((now - self._next) / self.interval) + 1) * self.interval
 
 
 class Waiter:
@@ -201,7 +240,8 @@ class Waiter:
 
     def __init__(self, goal, run_module, module_args, timeout, delay=0.0, sleep=1.0,
                  request_timeout=_imds.DEFAULT_REQUEST_TIMEOUT, retry_timeout=_imds.DEFAULT_RETRY_TIMEOUT,
-                 chunk=CHUNK_SECONDS, reset_connection=None, clock=None, sleep_fn=None, log=None):
+                 chunk=CHUNK_SECONDS, reset_connection=None, clock=None, sleep_fn=None, log=None,
+                 progress_interval=0.0, progress=None):
         self.goal = goal
         self._run_module = run_module
         self._module_args = dict((k, v) for k, v in module_args.items() if v is not None)
@@ -215,6 +255,9 @@ class Waiter:
         self._clock = clock or time.monotonic
         self._sleep = sleep_fn or time.sleep
         self._log = log or (lambda message: None)
+        self.outcome = Outcome()
+        self.progress = Progress(progress_interval if progress else 0.0, self._clock, progress or (lambda line: None),
+                                 self.progress_line)
 
     def module_args(self, snapshot, time_left, resource_name=None):
         """Arguments of the next info module run: a plain read until a document was seen, then a watch."""
@@ -231,13 +274,35 @@ class Waiter:
             args["poll_interval"] = self.sleep
         return args
 
+    def progress_line(self, elapsed):
+        """What the wait awaits, what it sees now, how many events it has seen and for how long."""
+        outcome = self.outcome
+        seen = len(outcome.seen_event_ids)
+        return "waiting for %s; now: %s; %d event%s seen; %s elapsed of %s" % (
+            self.goal.describe(), _now_text(outcome), seen, "" if seen == 1 else "s",
+            duration_text(elapsed), duration_text(self.timeout))
+
+    def _pause(self, seconds):
+        """Sleep, cut into pieces that end where a progress line is due."""
+        left = seconds
+        while True:
+            due = self.progress.due_in()
+            if due is None or due >= left:
+                self._sleep(max(0.0, left))
+                self.progress.tick()
+                return
+            self._sleep(due)
+            left -= due
+            self.progress.tick()
+
     def run(self):
-        outcome = Outcome()
+        outcome = self.outcome = Outcome()
         start = self._clock()
+        self.progress.start()
         deadline = _imds.Deadline(self.timeout, self._clock, name="timeout")
         resource_name = None
         if self.delay > 0:
-            self._sleep(min(self.delay, deadline.remaining()))
+            self._pause(min(self.delay, deadline.remaining()))
         while True:
             began = self._clock()
             if outcome.runs and deadline.expired():
@@ -247,6 +312,7 @@ class Waiter:
             self._log("run %d of the info module with %s" % (outcome.runs + 1, _short(args)))
             result = self._run_module(args, left) or {}
             outcome.runs += 1
+            outcome.last_ok = False
             outcome.polls += _polls_of(result)
             for warning in result.get("warnings") or []:
                 if warning not in outcome.warnings:
@@ -267,6 +333,8 @@ class Waiter:
                 self._log("the info module failed (%s); retrying" % outcome.last_error)
             else:
                 snapshot = Snapshot(result)
+                outcome.last_ok = True
+                _remember_events(outcome.seen_event_ids, snapshot)
                 if outcome.snapshot is None:
                     self.goal.begin(snapshot)
                 unchanged = outcome.snapshot is not None and snapshot.incarnation == outcome.snapshot.incarnation
@@ -275,16 +343,66 @@ class Waiter:
                 if self.goal.reached(snapshot):
                     outcome.reached = True
                     break
+                self.progress.tick()
                 spent = self._clock() - began
                 if unchanged and spent < self.sleep and not deadline.expired():
                     # A watch is meant to return on a change or after max_wait; one that returned early
                     # with the same document would otherwise turn this loop into a busy one.
-                    self._sleep(min(self.sleep - spent, deadline.remaining()))
+                    self._pause(min(self.sleep - spent, deadline.remaining()))
                 continue
+            self.progress.tick()
             if not deadline.expired():
-                self._sleep(min(self.sleep, deadline.remaining()))
+                self._pause(min(self.sleep, deadline.remaining()))
         outcome.elapsed = self._clock() - start
         return outcome
+
+
+def _remember_events(seen, snapshot):
+    for event in snapshot.events:
+        event_id = str(event.get("event_id") or "").upper()
+        if event_id and event_id not in seen:
+            seen.append(event_id)
+
+
+# Events named in a progress line; more are counted, so that the line stays one line.
+PROGRESS_EVENTS = 3
+
+
+def _now_text(outcome):
+    if outcome.runs == 0:
+        return "the first read has not answered yet"
+    if outcome.snapshot is None:
+        return "no document read yet (%s)" % _cut(outcome.last_error)
+    events = outcome.snapshot.events
+    if not events:
+        seen = "no matching event"
+    else:
+        seen = ", ".join("%s %s %s" % (e.get("event_type"), str(e.get("event_id"))[:8], e.get("event_status"))
+                         for e in events[:PROGRESS_EVENTS])
+        if len(events) > PROGRESS_EVENTS:
+            seen += " and %d more" % (len(events) - PROGRESS_EVENTS)
+    seen += " (DocumentIncarnation %s)" % outcome.snapshot.incarnation
+    if not outcome.last_ok:
+        # Since the document was read, the host stopped answering (as a VM being rebooted does).
+        seen = "the last read failed (%s); before that %s" % (_cut(outcome.last_error), seen)
+    return seen
+
+
+def _cut(text, size=120):
+    text = str(text or "no message")
+    return text if len(text) <= size else text[:size - 3] + "..."
+
+
+def duration_text(seconds):
+    """45s, 2m00s or 1h02m03s: whole seconds, as an operator reads a job log."""
+    seconds = int(max(0.0, seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return "%dh%02dm%02ds" % (hours, minutes, seconds)
+    if minutes:
+        return "%dm%02ds" % (minutes, seconds)
+    return "%ds" % seconds
 
 
 def run_patience(module_args, time_left, grace=ANSWER_GRACE):

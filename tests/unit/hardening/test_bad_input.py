@@ -89,6 +89,7 @@ OPTIONS = [
     Option("wait", "timeout", zero_ok=True),
     Option("wait", "delay", zero_ok=True),
     Option("wait", "sleep"),
+    Option("wait", "progress_interval", zero_ok=True),
     Option("wait", "request_timeout"),
     Option("wait", "retry_timeout", zero_ok=True),
     Option("wait", "since_incarnation", kind="integer", zero_ok=True, extra={"state": "changed"}),

@@ -132,7 +132,18 @@ class Harness:
 
 def test_documented_options_match_the_argspec():
     documented = documented_options(docs)
-    compare_options(yaml.safe_dump({"options": documented}), action_mod.argument_spec())
+    spec = action_mod.argument_spec()
+    # progress_interval's range (0, or from 1 up) is the action's own, checked by test_progress_interval_docs.
+    progress_doc, progress_spec = documented.pop("progress_interval"), spec.pop("progress_interval")
+    compare_options(yaml.safe_dump({"options": documented}), spec)
+    assert progress_doc["type"] == progress_spec["type"] == "float"
+    assert float(progress_doc["default"]) == progress_spec["default"] == 60.0
+
+
+def test_progress_interval_docs_state_the_range_the_action_checks():
+    description = " ".join(" ".join(documented_options(docs)["progress_interval"]["description"]).split())
+    assert action_mod.progress_range_text() in description
+    assert action_mod.progress_range_text() == "V(0) turns the lines off; otherwise a number of seconds from 1 to 86400."
 
 
 def test_docs_state_choices_are_the_state_machine_s():
@@ -350,7 +361,8 @@ def test_async_is_refused():
 def test_a_run_that_hangs_is_given_up_after_its_grace_and_the_wait_resumes_after_a_reset():
     connection = FakeConnection()
     steps = [(info_result(2, with_event=True), 0.2), (HANG, 0.0), (info_result(3), 0.5)]
-    harness = Harness({"imds_url": URL, "timeout": 600}, steps, connection=connection)
+    # Without progress lines the answer is awaited in one piece (the pieces are tested below).
+    harness = Harness({"imds_url": URL, "timeout": 600, "progress_interval": 0}, steps, connection=connection)
     result = harness.run()
     assert not result.get("failed"), result
     watch_args = harness.calls[1][1]
@@ -451,3 +463,71 @@ def test_the_module_warnings_about_the_document_are_the_task_s_warnings():
     harness = Harness({"imds_url": URL, "state": "present"}, [(step, 0.1)])
     result = harness.run()
     assert not result.get("failed") and result["warnings"] == [unreadable]
+
+
+# -- progress lines ---------------------------------------------------------------------------------
+
+class Lines:
+    """Display.display of the action: each line with the fake clock's time."""
+
+    def __init__(self, harness, monkeypatch):
+        self.seen = []
+        fake = mock.MagicMock()
+        fake.display.side_effect = lambda text, *args, **kwargs: self.seen.append((harness.clock.now - 1000.0, text))
+        monkeypatch.setattr(action_mod, "display", fake)
+        self.fake = fake
+
+
+def test_progress_lines_come_every_interval_at_default_verbosity_even_while_a_run_hangs(monkeypatch):
+    connection = FakeConnection()
+    steps = [(info_result(2, with_event=True), 0.2), (HANG, 0.0), (info_result(3), 0.5)]
+    harness = Harness({"imds_url": URL, "timeout": 600}, steps, connection=connection)
+    lines = Lines(harness, monkeypatch)
+    result = harness.run()
+    assert not result.get("failed"), result
+    # Default interval 60 s: the hanging run (120 s of watch + the grace) is awaited in pieces that
+    # end where a line is due, and the pieces add up to the same patience.
+    assert [round(piece, 6) for piece, dummy in harness.joins[1:4]] == [59.8, 60.0, 30.2]
+    assert sum(piece for piece, dummy in harness.joins[1:4]) == pytest.approx(120.0 + _wait_state.ANSWER_GRACE)
+    assert [when for when, dummy in lines.seen] == [60.0, 120.0]
+    prefix = "scheduled_event_wait vm0: waiting for state=absent; now: Reboot C7061BAC Scheduled (DocumentIncarnation 2); 1 event seen; "
+    assert [text for dummy, text in lines.seen] == [prefix + "1m00s elapsed of 10m00s", prefix + "2m00s elapsed of 10m00s"]
+    # Default verbosity: display(), never vvv().
+    assert lines.fake.display.call_count == 2
+
+
+def test_progress_line_says_the_host_stopped_answering_with_its_error(monkeypatch):
+    steps = [(info_result(2, with_event=True), 0.2), (AnsibleConnectionFailure("ssh: connect to host vm0 port 22: Connection refused"), 70.0),
+             (info_result(3), 0.5)]
+    harness = Harness({"imds_url": URL, "timeout": 600, "progress_interval": 60}, steps)
+    lines = Lines(harness, monkeypatch)
+    assert not harness.run().get("failed")
+    assert len(lines.seen) == 1
+    assert lines.seen[0][0] == pytest.approx(70.2)
+    assert ("now: the last read failed (host unreachable: ssh: connect to host vm0 port 22: Connection refused); "
+            "before that Reboot C7061BAC Scheduled (DocumentIncarnation 2); 1 event seen; 1m10s elapsed of 10m00s") in lines.seen[0][1]
+
+
+def test_progress_interval_zero_prints_no_line(monkeypatch):
+    connection = FakeConnection()
+    steps = [(info_result(2, with_event=True), 0.2), (HANG, 0.0), (info_result(3), 0.5)]
+    harness = Harness({"imds_url": URL, "timeout": 600, "progress_interval": 0}, steps, connection=connection)
+    lines = Lines(harness, monkeypatch)
+    assert not harness.run().get("failed")
+    assert harness.clock.now - 1000.0 > 150.0
+    assert lines.seen == [] and lines.fake.display.call_count == 0
+
+
+@pytest.mark.parametrize("value", [0.5, -1, float("nan"), float("inf"), 86401, True, u"\uff15", "nan"])
+def test_a_bad_progress_interval_is_refused_naming_it_and_its_range(value):
+    harness = Harness({"imds_url": URL, "progress_interval": value})
+    with pytest.raises(AnsibleActionFail) as failure:
+        harness.run()
+    message = str(failure.value)
+    assert "progress_interval must be 0 (no progress lines) or a number of seconds from 1 to 86400, got" in message
+    assert harness.calls == []
+
+
+@pytest.mark.parametrize("value, expected", [(0, 0.0), ("0", 0.0), (1, 1.0), ("90", 90.0), (86400, 86400.0)])
+def test_a_good_progress_interval_is_taken(value, expected):
+    assert action_mod.check_progress_interval(value, float(value)) == expected

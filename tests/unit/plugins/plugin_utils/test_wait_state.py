@@ -408,3 +408,74 @@ def test_patience_for_a_watch_is_its_max_wait_plus_the_grace():
 def test_patience_for_a_plain_read_is_the_time_left_plus_the_grace():
     assert _wait_state.run_patience({"request_timeout": 120.0}, 45.0, grace=30.0) == 75.0
     assert _wait_state.run_patience({}, -3.0, grace=30.0) == 30.0
+
+
+# -- progress lines -----------------------------------------------------------------------------
+
+def with_lines(steps, interval=60.0, **kwargs):
+    lines = []
+    clock = kwargs.pop("clock", None) or FakeClock()
+    waiter, module, clock = make(steps, clock=clock, progress_interval=interval,
+                                 progress=lambda line: lines.append((clock.now - 1000.0, line)), **kwargs)
+    return waiter, lines, clock
+
+
+def test_progress_lines_come_once_per_interval_with_what_is_awaited_and_seen():
+    reboot = raw_event()
+    steps = [(doc(1, reboot), 0.2)] + [(doc(1, reboot), 20.0)] * 9 + [(doc(2, raw_event(status="Started")), 1.0)]
+    waiter, lines, clock = with_lines(steps, goal=Goal(state="started"), timeout=900.0)
+    assert waiter.run().reached
+    assert [when for when, dummy in lines] == [pytest.approx(60.2), pytest.approx(120.2), pytest.approx(180.2)]
+    assert lines[0][1] == ("waiting for state=started; now: Reboot C7061BAC Scheduled (DocumentIncarnation 1); "
+                           "1 event seen; 1m00s elapsed of 15m00s")
+    assert lines[2][1].endswith("3m00s elapsed of 15m00s")
+
+
+def test_progress_lines_keep_their_spacing_through_sleeps_after_failures():
+    steps = [(doc(1, raw_event()), 0.0)] + [(unreachable(), 0.0)] * 200
+    waiter, lines, clock = with_lines(steps, interval=30.0, timeout=125.0, sleep=1.0, resets=[])
+    outcome = waiter.run()
+    assert not outcome.reached
+    assert [when for when, dummy in lines] == [30.0, 60.0, 90.0, 120.0]
+    # The sleeps were cut where a line was due, never lengthened: the wait ends at its deadline.
+    assert clock.now - 1000.0 == pytest.approx(125.0)
+    assert "now: the last read failed (host unreachable: Failed to connect to the host via ssh: Connection refused); " \
+           "before that Reboot C7061BAC Scheduled (DocumentIncarnation 1)" in lines[0][1]
+
+
+def test_a_late_line_moves_the_next_to_its_own_slot_and_never_doubles():
+    steps = [(doc(1, raw_event()), 0.2), (doc(1, raw_event()), 150.0), (doc(1, raw_event()), 40.0), (doc(2), 1.0)]
+    waiter, lines, clock = with_lines(steps, goal=Goal(state="absent"), timeout=900.0)
+    assert waiter.run().reached
+    assert [when for when, dummy in lines] == [pytest.approx(150.2), pytest.approx(190.2)]
+
+
+def test_progress_counts_distinct_events_and_names_at_most_three():
+    events = [raw_event(event_id="%08X-0000-0000-0000-000000000000" % n) for n in range(5)]
+    steps = [(doc(1, events[0]), 0.2), (doc(2, *events), 70.0), (doc(3), 1.0)]
+    waiter, lines, clock = with_lines(steps, goal=Goal(state="absent"), timeout=900.0)
+    assert waiter.run().reached
+    assert len(lines) == 1
+    assert ("now: Reboot 00000000 Scheduled, Reboot 00000001 Scheduled, Reboot 00000002 Scheduled and 2 more "
+            "(DocumentIncarnation 2); 5 events seen; 1m10s elapsed") in lines[0][1]
+
+
+def test_progress_before_any_answer_says_so():
+    waiter, lines, clock = with_lines([(unreachable(), 61.0), (doc(1), 0.1)], timeout=900.0, resets=[])
+    assert waiter.run().reached
+    assert lines == [(61.0, "waiting for state=absent; now: no document read yet (host unreachable: Failed to connect "
+                            "to the host via ssh: Connection refused); 0 events seen; 1m01s elapsed of 15m00s")]
+
+
+def test_no_progress_interval_means_no_line_and_unchanged_sleeps():
+    steps = [(doc(1, raw_event()), 0.0)] + [(unreachable(), 0.0)] * 200
+    waiter, lines, clock = with_lines(steps, interval=0.0, timeout=125.0, sleep=1.0, resets=[])
+    waiter.run()
+    assert lines == []
+    assert set(clock.sleeps) == {1.0}
+
+
+@pytest.mark.parametrize("seconds, text", [(0, "0s"), (59.9, "59s"), (60, "1m00s"), (600, "10m00s"),
+                                           (3723, "1h02m03s"), (-1, "0s")])
+def test_durations_read_as_an_operator_reads_them(seconds, text):
+    assert _wait_state.duration_text(seconds) == text
