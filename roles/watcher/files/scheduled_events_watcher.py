@@ -41,10 +41,12 @@ if __name__ == "__main__":
     sys.modules.setdefault("ssl", None)
 
 import _imds  # noqa: E402  pylint: disable=wrong-import-position
+import watcher_liveness  # noqa: E402  pylint: disable=wrong-import-position
 import watcher_processes  # noqa: E402  pylint: disable=wrong-import-position
 from watcher_config import (DEFAULT_CONFIG_PATH, ConfigError, check_config, load_config,  # noqa: E402
                             stop_timeout)
-from watcher_decisions import Planner, approval_policy, check_record, describe, event_key  # noqa: E402
+from watcher_decisions import (Planner, approval_policy, check_record, describe, event_key,  # noqa: E402
+                                not_before_epoch)
 from watcher_handlers import PhaseRunner  # noqa: E402
 from watcher_state import StateError, StateStore  # noqa: E402
 
@@ -242,7 +244,7 @@ class Watcher(object):
     before the loop starts."""
 
     def __init__(self, config, client, log, store, clock=None, wall_clock=None, dry_run=False, runner=None,
-                 retry_policy=None, idle=None, sleep=None):
+                 retry_policy=None, idle=None, sleep=None, telemetry=None):
         self.config = config
         self.client = client
         self.log = log
@@ -270,6 +272,13 @@ class Watcher(object):
         self._warned = (None, set())
         # True only while a GET runs that a stop may abandon (see _StopRequested).
         self.interruptible = False
+        # Metrics, the status file and systemd's notify socket. Without one (tests that drive the
+        # loop in-process) nothing is published but what the configuration's metrics keys ask for.
+        self.telemetry = telemetry or watcher_liveness.Telemetry(config, log, watcher_liveness.UNKNOWN_VERSION,
+                                                                 wall_clock=self._wall_clock, environ={},
+                                                                 write_status=False)
+        if store is not None:
+            store.on_write = self.telemetry.state_written
 
     # -- start -----------------------------------------------------------------------------
 
@@ -297,10 +306,12 @@ class Watcher(object):
                     self.resource_name = self._interruptible_get(
                         lambda: self.client.get_vm_name(deadline=self._deadline(self._request_timeout())))
                     self.pacer.polled(started)
+                    self._request_done(started)
                     break
                 except _StopRequested:
                     return False
                 except _imds.ImdsError as exc:
+                    self._request_done(started, exc)
                     delay, should_log = backoff_for(self.client, self._policy, self.streak, self._clock())
                     self.pacer.polled(started, delay)
                     if should_log or not keep_trying:
@@ -318,6 +329,17 @@ class Watcher(object):
                     if self.dry_run else ""),
                  resource_name=self.resource_name, dry_run=self.dry_run)
         return True
+
+    def _request_done(self, started, exc=None, publish=True):
+        """Report one GET to the metrics and the status file (and readiness, after the first)."""
+        if exc is None:
+            self.telemetry.polled("ok", self._clock() - started)
+        else:
+            failure = self.client.last_failures[-1] if self.client.last_failures else None
+            self.telemetry.polled(watcher_liveness.poll_outcome(exc, failure), self._clock() - started,
+                                  describe_failure(exc, self.client))
+        if publish:
+            self.telemetry.publish()
 
     def _request_timeout(self):
         return self.config["first_request_timeout"] if self.polls == 0 else self.config["request_timeout"]
@@ -350,6 +372,7 @@ class Watcher(object):
                              "be writable by the watcher); trying again meanwhile, no handler runs until then"
                              % (self.config["state_dir"], exc))
                 self._sleep(self._policy.delay(INTERNAL, attempt))
+                self.telemetry.loop()
         else:
             return False
         for note in self._loaded.notes:
@@ -379,6 +402,7 @@ class Watcher(object):
                          event_id=entry["event_id"], phase=entry["phase"], handler=entry["handler"],
                          pid=entry["pid"], outcome=outcome)
             self._killed.append((entry["event_key"], entry["phase"]))
+            self.telemetry.handler_killed(entry["phase"])
             if self.store is not None:
                 self.store.handler_ended(entry["pid"])
         self._loaded.running_handlers = []
@@ -401,10 +425,12 @@ class Watcher(object):
         return True
 
     def _handler_spawned(self, entry):
+        self.telemetry.handler_started()
         if self.store is not None and not self.dry_run:
             self.store.handler_started(entry)
 
     def _handler_exited(self, pid):
+        self.telemetry.handler_ended()
         if self.store is not None and not self.dry_run:
             self.store.handler_ended(pid)
 
@@ -417,6 +443,7 @@ class Watcher(object):
     def _sleep_until_next_poll(self):
         """Wait for the next poll, handling finished jobs meanwhile. False once stopping."""
         while not self.stopping:
+            self.telemetry.loop()
             wait = self.pacer.wait()
             if wait <= 0:
                 return True
@@ -430,7 +457,14 @@ class Watcher(object):
                      % (summary[0], "" if summary[0] == 1 else "s", summary[1]))
 
     def poll(self):
-        """One GET of the document and everything it leads to. Returns False if IMDS failed."""
+        """One GET of the document and everything it leads to. Returns False if IMDS failed. The
+        metrics and the status file are published once per poll, whatever happened in it."""
+        try:
+            return self._poll()
+        finally:
+            self.telemetry.publish()
+
+    def _poll(self):
         started = self._clock()
         deadline = self._deadline(self._request_timeout())
         try:
@@ -438,6 +472,7 @@ class Watcher(object):
         except _StopRequested:
             return False
         except _imds.ImdsError as exc:
+            self._request_done(started, exc, publish=False)
             delay, should_log = backoff_for(self.client, self._policy, self.streak, self._clock())
             self.pacer.polled(started, delay)
             if should_log:
@@ -447,9 +482,11 @@ class Watcher(object):
                          status=exc.status)
             return False
         self.pacer.polled(started)
+        self._request_done(started, publish=False)
         self.polls += 1
         self._imds_recovered()
         self._log_warnings(document)
+        self.telemetry.document(document, self.resource_name)
         self.log.apply(self.planner.observe(document.events, self._wall_clock(), document.incarnation))
         # A new drain starts before anything else is written or sent: the first handler's start
         # is what the operator's clock runs against.
@@ -502,8 +539,10 @@ class Watcher(object):
             retry_at = None
             if rule is not None:
                 retry_at = self._wall_clock() + min(MAX_BACKOFF, self._policy.delay(rule, 1, failure.retry_after))
+            self.telemetry.approval(False, keys)
             self.log.apply(self.planner.approval_failed(keys, describe_failure(exc, self.client), retry_at))
         else:
+            self.telemetry.approval(True, keys)
             self.log.apply(self.planner.approval_sent(keys))
         finally:
             self.pacer.approved(started)
@@ -534,6 +573,8 @@ class Watcher(object):
                      event_id=job.event.get("event_id"), phase=job.phase, handlers=names)
             self.results.put((job, True, "dry run"))
             return
+        if job.phase == "drain":
+            self.telemetry.drain_started(job.key)
         self._start_job(job)
 
     def _start_job(self, job):
@@ -543,7 +584,8 @@ class Watcher(object):
 
     def _run_job(self, job):
         try:
-            ok, summary = self._runner.run(job.phase, job.event, key=job.key)[:2]
+            ok, summary, results = self._runner.run(job.phase, job.event, key=job.key)[:3]
+            self.telemetry.handler_results(job.phase, results)
         except Exception as exc:  # pylint: disable=broad-except
             # Whatever went wrong, the main loop must hear that the job ended, or it waits forever.
             ok, summary = False, "internal error running handlers: %s" % describe_internal_error(exc)
@@ -570,6 +612,8 @@ class Watcher(object):
                 item = None
 
     def _job_done(self, job, ok, summary):
+        if job.phase == "drain" and not self.dry_run:
+            self.telemetry.drain_finished(not_before_epoch(job.event))
         self.log.apply(self.planner.job_finished(job.key, job.phase, ok, summary))
         self._persist()
         self._approve_due()
@@ -616,6 +660,7 @@ class Watcher(object):
                      % (phase, self.planner.records[key]["event"]["event_id"]))
         cut = False
         while self.planner.running is not None:
+            self.telemetry.loop()
             if self.hurry and not cut and self._runner is not None:
                 self._runner.cut_short()
                 cut = True
@@ -638,6 +683,7 @@ class Watcher(object):
 
     def run_forever(self):
         while not self.stopping:
+            self.telemetry.loop()
             self.guarded(self._iteration)
         self._finish_running()
         self.log("info", "shutdown", "%s stopped" % PROGRAM)
@@ -825,6 +871,7 @@ def _seconds_argument(text):
 def build_parser():
     parser = _Parser(prog=PROGRAM, description="Act on Azure Scheduled Events on this VM: drain, approve, "
                                                "recover. Reference: docs/watcher.md of azure_imds.scheduled_events.")
+    parser.add_argument("--version", action="version", version="%s %s" % (PROGRAM, watcher_liveness.collection_version()))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     config_path = os.environ.get(CONFIG_ENV_VAR) or DEFAULT_CONFIG_PATH
     common = argparse.ArgumentParser(add_help=False)
@@ -924,24 +971,48 @@ def _main(argv, out):
         return EXIT_OK
     store = StateStore(config["state_dir"])
     if args.command == "status":
-        try:
-            report = status_report(config, client, store)
-        except (_imds.ImdsError, StateError) as exc:
-            sys.stderr.write("%s: status: %s\n" % (PROGRAM, escape_text(str(exc))))
-            return EXIT_FAILED
-        finally:
-            client.close()
-        if args.json:
-            out.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
-        else:
-            print_status(report, out)
-        return EXIT_OK
+        return status_command(args, config, client, store, out)
     return run_command(args, config, client, store, out)
+
+
+def daemon_report(config, now):
+    """Is the daemon alive and polling? From the status file it keeps in its state directory."""
+    status = watcher_liveness.read_status_file(config["state_dir"])
+    exit_status, word, reason = watcher_liveness.health(status, config, now)
+    return {"health": word, "reason": reason, "exit_status": exit_status, "status_file": status}
+
+
+def status_command(args, config, client, store, out):
+    """Exit status: 0 healthy, 1 degraded (polls failing for a minute, or IMDS does not answer
+    `status` itself), 3 down (not running, or its status file stopped moving)."""
+    now = time.time()
+    daemon = daemon_report(config, now)
+    try:
+        report = status_report(config, client, store)
+    except (_imds.ImdsError, StateError) as exc:
+        if args.json:
+            out.write(json.dumps({"daemon": daemon, "error": str(exc)}, indent=2, sort_keys=True, default=str) + "\n")
+        else:
+            out.write("".join(escape_text(line) + "\n" for line in watcher_liveness.describe_daemon(daemon, now)))
+        sys.stderr.write("%s: status: %s\n" % (PROGRAM, escape_text(str(exc))))
+        return max(EXIT_FAILED, daemon["exit_status"])
+    finally:
+        client.close()
+    report["daemon"] = daemon
+    if args.json:
+        out.write(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    else:
+        print_status(report, out)
+        out.write("".join(escape_text(line) + "\n" for line in watcher_liveness.describe_daemon(daemon, now)))
+    return daemon["exit_status"]
 
 
 def run_command(args, config, client, store, out):
     log = Logger(out, config["log_format"])
-    watcher = Watcher(config, client, log, store, dry_run=args.dry_run)
+    version = watcher_liveness.collection_version()
+    # A dry run writes nothing into the state directory, its status file included.
+    telemetry = watcher_liveness.Telemetry(config, log, version, write_status=not args.dry_run)
+    watcher = Watcher(config, client, log, store, dry_run=args.dry_run, telemetry=telemetry)
 
     def stop(signum, _frame):
         log("info", "shutdown", "received %s%s" % (signal.Signals(signum).name, "; cutting the running handler short"
@@ -958,6 +1029,10 @@ def run_command(args, config, client, store, out):
                 log("error", "fatal", "cannot write the pid file %s (%s): give a writable --pid-file"
                     % (args.pid_file, exc.strerror or exc))
                 return EXIT_USAGE
+        log("info", "startup", "%s %s (pid %d)%s" % (PROGRAM, version, os.getpid(), "; systemd watchdog every %gs"
+                                                     % telemetry.watchdog if telemetry.watchdog else ""),
+            version=version, pid=os.getpid())
+        telemetry.start()
         # Leftovers of a killed predecessor end first: IMDS may keep the watcher waiting for long.
         if not watcher.end_leftovers():
             return EXIT_OK
@@ -976,6 +1051,7 @@ def run_command(args, config, client, store, out):
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        telemetry.stopping()
         client.close()
         if args.pid_file and read_pid(args.pid_file) in (os.getpid(), None):
             try:

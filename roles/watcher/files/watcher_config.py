@@ -43,6 +43,10 @@ DEFAULTS = {
         "leader_only": False,
     },
     "log_format": "text",
+    # Prometheus metrics (docs/watcher.md, "Metrics"): a textfile for node_exporter (null: none)
+    # and a port on 127.0.0.1 serving /metrics (0: none).
+    "metrics_textfile": None,
+    "metrics_port": 0,
 }
 
 HANDLER_KEYS = ("name", "phase", "event_types", "timeout", "command")
@@ -60,6 +64,8 @@ RANGES = {
     "handler_timeout": (1.0, _imds.MAX_TIMEOUT),
     "kill_grace": (0.0, 300.0),
     "freeze_max_duration": (0, 3600),
+    # 0 is off; below 1024 needs privileges a sandboxed daemon should not have.
+    "metrics_port": (1024, 65535),
 }
 # What a stop may take beyond the running handler's SIGKILL: an approval in flight (request_timeout)
 # and writing the state.
@@ -73,12 +79,12 @@ class ConfigError(Exception):
     """The configuration cannot be used; the message names the key and what to write instead."""
 
 
-def _number(value, where, key=None, allow_none=False, integer=False):
+def _number(value, where, key=None, allow_none=False, integer=False, unit="seconds"):
     """A finite number within RANGES[key] (key defaults to where); the message names where."""
     minimum, maximum = RANGES[key or where]
     try:
         return _imds.check_number(value, where, minimum=minimum, maximum=maximum, integer=integer,
-                                  allow_none=allow_none)
+                                  allow_none=allow_none, unit=unit)
     except _imds.ImdsInputError as exc:
         raise ConfigError(str(exc))
 
@@ -244,7 +250,35 @@ def check_config(doc):
     config["handlers"] = handlers
     config["approval"] = check_approval(config["approval"])
     _choice(config["log_format"], "log_format", LOG_FORMATS)
+    config["metrics_textfile"] = check_metrics_textfile(config["metrics_textfile"])
+    config["metrics_port"] = check_metrics_port(config["metrics_port"])
     return config
+
+
+def check_metrics_port(value):
+    """0 (no server) or a whole number in RANGES["metrics_port"]."""
+    if value == 0 and not isinstance(value, bool):
+        return 0
+    try:
+        return _number(value, "metrics_port", integer=True, unit=None)
+    except ConfigError as exc:
+        raise ConfigError("%s Or 0 to serve no metrics." % exc)
+
+
+def check_metrics_textfile(path):
+    """An absolute file path, or None/"" for no textfile. Its directory is checked when the daemon
+    writes (node_exporter may be installed after the watcher): a warning then, never a crash."""
+    if path is None or path == "":
+        return None
+    _string(path, "metrics_textfile")
+    if not os.path.isabs(path) or path.endswith("/"):
+        raise ConfigError("metrics_textfile must be an absolute file path such as "
+                          "/var/lib/node_exporter/textfile_collector/azure_imds_watcher.prom (or empty for none), "
+                          "got %r." % (path,))
+    if not path.endswith(".prom"):
+        raise ConfigError("metrics_textfile must end in .prom, which is what node_exporter's textfile collector "
+                          "reads, got %r." % (path,))
+    return path
 
 
 class _JsonConstant(object):

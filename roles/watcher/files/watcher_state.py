@@ -88,6 +88,8 @@ class StateStore(object):
         self._resource_name = None
         self.running_handlers = []
         self.set_aside = []
+        # on_write("ok" | "failed") after each attempt to write the file (the watcher's metrics).
+        self.on_write = None
 
     def ensure_directory(self):
         try:
@@ -201,21 +203,48 @@ class StateStore(object):
         text = self._serialise()
         if text == self._last_written:
             return False
-        tmp = "%s.tmp-%d" % (self.path, os.getpid())
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            data = text.encode("utf-8") + b"\n"
+            replace_file(self.path, text.encode("utf-8") + b"\n", 0o600, durable=True)
+        except BaseException:
+            self._report("failed")
+            raise
+        self._report("ok")
+        self._last_written = text
+        return True
+
+    def _report(self, outcome):
+        if self.on_write is not None:
+            self.on_write(outcome)
+
+
+def replace_file(path, data, mode, durable=False):
+    """Replace path with data atomically: a temporary file in the same directory renamed over it,
+    so a reader (node_exporter, `status`) sees the old or the new file, never half of one.
+    durable: fsync the file and the directory too, so the rename survives a power cut."""
+    directory = os.path.dirname(path) or "."
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        try:
+            os.fchmod(fd, mode)          # whatever the umask
             while data:
                 written = os.write(fd, data)
                 data = data[written:]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
+        os.replace(tmp, path)
+    except OSError:
+        # A full disk or a read-only directory leaves no litter (a kill may: load() sweeps it).
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    if durable:
+        dir_fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-        self._last_written = text
-        return True

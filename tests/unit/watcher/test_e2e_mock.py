@@ -220,9 +220,11 @@ def test_status_without_imds_fails_with_a_message(tmp_path, mock):
     vm = Vm(tmp_path, mock)
     argv, env = vm.command("status", "--imds-url", "http://127.0.0.1:9")
     proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, check=False)
-    assert proc.returncode == 1
+    # No daemon has run with this state directory: down (3) outranks IMDS not answering (1).
+    assert proc.returncode == 3
     err = proc.stderr.decode()
     assert "is this an Azure VM" in err and "Traceback" not in err
+    assert "daemon:    down (no status file in" in proc.stdout.decode()
 
 
 # --------------------------------------------------------------------------------------------

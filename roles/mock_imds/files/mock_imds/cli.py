@@ -6,7 +6,9 @@
 from __future__ import print_function
 
 import argparse
+import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -19,6 +21,30 @@ from .scenarios import BUILTIN_SCENARIOS
 from .server import MockImds
 
 
+def collection_version(path=__file__):
+    """The version of the collection this copy belongs to: MANIFEST.json (installed) or galaxy.yml
+    (a checkout) in the nearest directory above path. A copy outside any collection (the mock_imds
+    role's, on a test host) says "unknown"."""
+    here = os.path.dirname(os.path.abspath(path))
+    parents = [here]
+    while os.path.dirname(parents[-1]) != parents[-1]:
+        parents.append(os.path.dirname(parents[-1]))
+    for directory in parents:
+        try:
+            with open(os.path.join(directory, "MANIFEST.json")) as handle:
+                return "%s" % json.load(handle)["collection_info"]["version"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        try:
+            with open(os.path.join(directory, "galaxy.yml")) as handle:
+                found = re.search(r"""^version:[ \t]*['"]?([^\s'"#]+)""", handle.read(), re.M)
+        except (OSError, UnicodeDecodeError):
+            continue
+        if found:
+            return found.group(1)
+    return "unknown"
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     def error(self, message):
         self.exit(2, "mock_imds: error: %s (see --help)\n" % message)
@@ -29,6 +55,7 @@ def _build_parser():
         prog="mock_imds",
         description="Mock Azure Instance Metadata Service (scheduled events, instance metadata) for tests. "
                     "Control API under /_mock/; see docs/mock_imds.md.")
+    parser.add_argument("--version", action="version", version="mock_imds %s" % collection_version())
     parser.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")
     parser.add_argument("--port-file", help="write the port actually used to this file once listening")
