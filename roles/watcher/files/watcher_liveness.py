@@ -216,12 +216,17 @@ def poll_outcome(exc, failure):
     kind = failure.kind if failure is not None else None
     if kind == _imds.Failure.HTTP:
         return "throttled" if failure.status == 429 else "http_error"
-    if kind in (_imds.Failure.CONNECT, _imds.Failure.DROPPED):
-        return "connection_error"
-    if kind == _imds.Failure.READ_TIMEOUT or isinstance(exc, _imds.ImdsTimeoutError):
-        return "timeout"
-    if kind in (_imds.Failure.BAD_BODY, _imds.Failure.TOO_LARGE) or isinstance(exc, _imds.ImdsResponseError):
+    by_kind = {_imds.Failure.CONNECT: "connection_error", _imds.Failure.DROPPED: "connection_error",
+               _imds.Failure.READ_TIMEOUT: "timeout", _imds.Failure.BAD_BODY: "bad_document",
+               _imds.Failure.TOO_LARGE: "bad_document"}
+    if kind in by_kind:
+        return by_kind[kind]
+    # No failure recorded: the client gave up before a request (its deadline), or the document
+    # itself could not be read.
+    if isinstance(exc, _imds.ImdsResponseError):
         return "bad_document"
+    if isinstance(exc, _imds.ImdsTimeoutError):
+        return "timeout"
     if isinstance(exc, _imds.ImdsUnavailableError):
         return "connection_error"
     return "http_error"
