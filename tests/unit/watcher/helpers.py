@@ -3,6 +3,7 @@
 import copy
 import os
 import stat
+import sys
 import textwrap
 
 import watcher_config
@@ -10,6 +11,11 @@ import watcher_config
 ID_A = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 ID_B = "5D2A4F2B-9C44-4C1A-B1E6-0E1C2E3F4A5B"
 ID_C = "0A1B2C3D-4E5F-4061-8273-94A5B6C7D8E9"
+# Runs argv with SIGTERM ignored from its first instruction (SIG_IGN survives exec; the pid stays).
+# Used instead of Popen's preexec_fn, which may deadlock the child of a process that runs threads
+# (the hardening tables run theirs in the same pytest worker).
+IGNORING_SIGTERM = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                    "os.execvp(sys.argv[1], sys.argv[1:])"]
 NOW = 1700000000.0            # a wall-clock epoch for the tests
 NOT_BEFORE = "2023-11-14T22:28:20Z"   # NOW + 900 s
 

@@ -8,7 +8,7 @@ import sys
 
 from watcher_handlers import PhaseRunner, discover, permission_problem
 
-from .helpers import ID_A, NOW, LogSink, config, event, write_handler
+from .helpers import ID_A, IGNORING_SIGTERM, NOW, LogSink, config, event, write_handler
 
 
 class ImmediateTimer(object):
@@ -206,8 +206,7 @@ def test_a_handler_that_ignores_sigterm_is_killed(tmp_path):
     write_handler(tmp_path / "handlers", "drain", "10-stubborn", "exec sleep 30\n")
 
     def ignoring_term(argv, **kwargs):
-        # SIG_IGN survives exec: the handler ignores SIGTERM from its first instruction.
-        return subprocess.Popen(argv, preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN), **kwargs)
+        return subprocess.Popen(IGNORING_SIGTERM + list(argv), **kwargs)
 
     run = runner(tmp_path, timer=ImmediateTimer, popen=ignoring_term)[0]
     ok, summary, results = run.run("drain", event(not_before=None))

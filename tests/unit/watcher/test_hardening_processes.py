@@ -14,7 +14,7 @@ import watcher_processes
 from watcher_handlers import OUTPUT_LIMIT, PhaseRunner, command_problem, permission_problem
 from watcher_state import StateStore
 
-from .helpers import ID_A, NOW, LogSink, config, event, write_handler
+from .helpers import ID_A, IGNORING_SIGTERM, NOW, LogSink, config, event, write_handler
 from .test_e2e_mock import Vm, mock  # noqa: F401  pylint: disable=unused-import
 from .test_handlers import runner
 
@@ -89,10 +89,7 @@ def test_the_handler_finds_its_own_record_in_the_state_file_when_it_starts(tmp_p
 # --------------------------------------------------------------------------------------------
 
 def start_group(*argv, ignore_term=False):
-    def setup():
-        if ignore_term:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    proc = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=setup)
+    proc = subprocess.Popen((IGNORING_SIGTERM if ignore_term else []) + list(argv), start_new_session=True)
     return proc, dict(watcher_processes.identity(proc.pid), event_key="k", event_id="E", phase="drain",
                       handler="10-x", started_at=NOW)
 
