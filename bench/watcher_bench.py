@@ -8,13 +8,17 @@ Runs the real daemon (`run`, as the service does) against the mock IMDS (a subpr
      from the event's creation in the mock to the start of the first drain handler, and from the
      last drain handler's exit to the approval's arrival at the mock (the mock's audit log);
   2. footprint: --soak-seconds of idle polling: the daemon's resident memory (peak VmRSS) and CPU
-     time, and its request rate as the mock's audit counts it.
+     time, and its request rate as the mock's audit counts it;
+  3. metrics: --metrics-soak-seconds of idle polling by a fresh daemon without metrics, then by one
+     with them on (the textfile written at every poll and /metrics served on 127.0.0.1, scraped
+     every --scrape-interval seconds): CPU and peak RSS of each, and the ratio on/off.
 Baselines measured in the same run: the IMDS round trip of the shared client against the mock, and
 the resident memory of a bare Python interpreter. Prints figures, targets and ratios; asserts
 nothing.
 
     python3 bench/watcher_bench.py                                 # about 12 min
     python3 bench/watcher_bench.py --events 30 --soak-seconds 30   # about 2.5 min
+    python3 bench/watcher_bench.py --metrics-only                  # about 2 min
 """
 
 import argparse
@@ -23,11 +27,13 @@ import json
 import os
 import random
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -89,7 +95,7 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / float(CLOCK_TICKS)
 
 
-def setup(workdir, url, interval):
+def setup(workdir, url, interval, **extra):
     marks = os.path.join(workdir, "marks")
     handlers = os.path.join(workdir, "handlers")
     for path in (marks, os.path.join(handlers, "drain"), os.path.join(handlers, "recover")):
@@ -101,8 +107,8 @@ def setup(workdir, url, interval):
         os.chmod(path, 0o755)
     config = os.path.join(workdir, "config.json")
     with open(config, "w") as handle:
-        json.dump({"imds_url": url, "state_dir": os.path.join(workdir, "state"), "handlers_dir": handlers,
-                   "poll_interval": interval}, handle)
+        json.dump(dict({"imds_url": url, "state_dir": os.path.join(workdir, "state"), "handlers_dir": handlers,
+                        "poll_interval": interval}, **extra), handle)
     return config, marks
 
 
@@ -179,17 +185,72 @@ def reaction(mock, vm, marks, events, interval):
     return to_start, to_approval, overhead
 
 
-def soak(mock, vm, pid, seconds):
+def soak(mock, vm, pid, seconds, every_second=None):
     since = mock.control("GET", "audit?vm=%s" % vm)["last_seq"]
     cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
     peak = rss_kib(pid)
     while time.monotonic() - wall_before < seconds:
         time.sleep(min(1.0, seconds))
         peak = max(peak, rss_kib(pid))
+        if every_second is not None:
+            every_second()
     elapsed = time.monotonic() - wall_before
     cpu = cpu_seconds(pid) - cpu_before
     requests = len(mock.control("GET", "audit?vm=%s&since=%d" % (vm, since))["requests"])
     return peak, cpu / elapsed, requests / elapsed, elapsed
+
+
+def start_daemon(workdir, config):
+    env = dict(os.environ)
+    env.pop("JOURNAL_STREAM", None)
+    env.pop("NOTIFY_SOCKET", None)
+    with open(os.path.join(workdir, "watcher.log"), "wb") as log:
+        daemon = subprocess.Popen([sys.executable, DAEMON, "run", "--config", config], stdout=log,
+                                  stderr=subprocess.STDOUT, env=env)
+    wait_for(lambda: os.path.exists(os.path.join(workdir, "state", "state.json")), 30, "the watcher to start")
+    return daemon
+
+
+def metrics_footprint(mock, vm, workdir, interval, seconds, scrape_interval):
+    """{off|on: (peak RSS KiB, CPU share, requests/s)}: one fresh daemon each, one after the other."""
+    figures = {}
+    for name in ("off", "on"):
+        directory = os.path.join(workdir, "metrics-" + name)
+        os.makedirs(directory)
+        extra, scrape = {}, None
+        if name == "on":
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            extra = {"metrics_textfile": os.path.join(directory, "azure_imds_watcher.prom"), "metrics_port": port}
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            ticks = {"n": 0}
+
+            def scrape():
+                ticks["n"] += 1
+                if ticks["n"] % max(1, int(scrape_interval)) == 0:
+                    opener.open("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
+        config = setup(directory, mock.vm_url(vm), interval, **extra)[0]
+        daemon = start_daemon(directory, config)
+        try:
+            peak, cpu_share, rate, _elapsed = soak(mock, vm, daemon.pid, seconds, scrape)
+        finally:
+            daemon.terminate()
+            daemon.wait(30)
+        figures[name] = (peak, cpu_share, rate)
+    return figures
+
+
+def print_metrics_footprint(figures, seconds, scrape_interval):
+    print()
+    print("metrics off vs on (%gs of idle polling each; on: textfile every poll, /metrics scraped every %gs)"
+          % (seconds, scrape_interval))
+    print("%-40s %10s %10s %7s" % ("figure", "off", "on", "ratio"))
+    rows = [("resident memory (peak VmRSS), MB", figures["off"][0] / 1024.0, figures["on"][0] / 1024.0),
+            ("CPU, % of a core", figures["off"][1] * 100, figures["on"][1] * 100),
+            ("requests per second (mock audit)", figures["off"][2], figures["on"][2])]
+    for name, off, on in rows:
+        print("%-40s %10.2f %10.2f %7.2f" % (name, off, on, on / off if off else float("nan")))
 
 
 def main(argv=None):
@@ -197,23 +258,29 @@ def main(argv=None):
     parser.add_argument("--events", type=int, default=100, help="events for the reaction figures (default 100)")
     parser.add_argument("--soak-seconds", type=float, default=300.0, help="idle polling to measure (default 300)")
     parser.add_argument("--poll-interval", type=float, default=1.0, help="the daemon's poll_interval (default 1)")
+    parser.add_argument("--metrics-soak-seconds", type=float, default=60.0,
+                        help="idle polling per daemon for metrics off vs on (default 60)")
+    parser.add_argument("--scrape-interval", type=float, default=15.0, help="seconds between /metrics scrapes "
+                        "(default 15, Prometheus's usual)")
+    parser.add_argument("--metrics-only", action="store_true", help="only the metrics off vs on figures")
     args = parser.parse_args(argv)
     interval = args.poll_interval
     workdir = tempfile.mkdtemp(prefix="watcher_bench_")
     vm = "vm0"
+    if args.metrics_only:
+        with spawn_mock(["--quiet"]) as mock:
+            figures = metrics_footprint(mock, vm, workdir, interval, args.metrics_soak_seconds, args.scrape_interval)
+        shutil.rmtree(workdir, ignore_errors=True)
+        print_metrics_footprint(figures, args.metrics_soak_seconds, args.scrape_interval)
+        return 0
     with spawn_mock(["--quiet"]) as mock:
         config, marks = setup(workdir, mock.vm_url(vm), interval)
         print("baseline: IMDS round trip of the shared client against the mock: median %.2f ms"
               % (baseline_round_trip(mock.vm_url("vm0")) * 1000))
         bare_rss = baseline_rss()
         print("baseline: resident memory of a bare Python interpreter: %.1f MB" % (bare_rss / 1024.0))
-        env = dict(os.environ)
-        env.pop("JOURNAL_STREAM", None)
-        with open(os.path.join(workdir, "watcher.log"), "wb") as log:
-            daemon = subprocess.Popen([sys.executable, DAEMON, "run", "--config", config], stdout=log,
-                                      stderr=subprocess.STDOUT, env=env)
+        daemon = start_daemon(workdir, config)
         try:
-            wait_for(lambda: os.path.exists(os.path.join(workdir, "state", "state.json")), 30, "the watcher to start")
             print("reaction: %d events, poll interval %gs" % (args.events, interval), flush=True)
             to_start, to_approval, overhead = reaction(mock, vm, marks, args.events, interval)
             print("soak: %gs of idle polling" % args.soak_seconds, flush=True)
@@ -221,6 +288,8 @@ def main(argv=None):
         finally:
             daemon.terminate()
             daemon.wait(30)
+        print("metrics: off vs on, %gs each" % args.metrics_soak_seconds, flush=True)
+        figures = metrics_footprint(mock, vm, workdir, interval, args.metrics_soak_seconds, args.scrape_interval)
     shutil.rmtree(workdir, ignore_errors=True)
 
     start_median, start_p99 = statistics.median(to_start), percentile(to_start, 0.99)
@@ -245,6 +314,7 @@ def main(argv=None):
     print("resident memory over a bare interpreter: %.1f MB (ratio %.2f)" % extra)
     held = all(row[1] <= row[2] for row in targets)
     print("all targets %s" % ("hold" if held else "DO NOT hold"))
+    print_metrics_footprint(figures, args.metrics_soak_seconds, args.scrape_interval)
     return 0
 
 

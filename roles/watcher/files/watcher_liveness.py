@@ -10,6 +10,7 @@ until it works again) and the loop goes on.
 
 import errno
 import json
+import math
 import os
 import re
 import socket
@@ -267,12 +268,13 @@ class Telemetry(object):
                          "metrics_port (watcher_metrics_port), or 0 to turn it off. The watcher goes on without it"
                          % (port, exc.strerror or exc), port=port)
         if self.watchdog is not None:
-            slowest = 2 * self.config["request_timeout"] + 5
+            # Between two pets the loop may wait for a poll and an approval, then write the state.
+            slowest = 2 * self.config["request_timeout"] + 1
             if self.watchdog < slowest:
                 self.log("warning", "watchdog", "the systemd watchdog (%gs) is shorter than two requests "
-                         "(request_timeout %gs) and a margin: a slow IMDS answer would restart the watcher; set "
+                         "(request_timeout %gs) and a second: a slow IMDS answer would restart the watcher; set "
                          "watcher_systemd_watchdog_sec to %d or more" % (self.watchdog, self.config["request_timeout"],
-                                                                         slowest))
+                                                                         math.ceil(slowest)))
         self.publish()
 
     def _record(self, name, *args):

@@ -102,6 +102,7 @@ OPTIONS = [
     Option("watcher config", "approval.freeze_max_duration", kind="integer", zero_ok=True),
     Option("watcher config", "handlers[0].timeout", named=r"handlers\[0\]\.timeout|10-probe\.timeout"),
     Option("watcher config", "imds_url", kind="url"),
+    Option("watcher config", "metrics_port", kind="integer", zero_ok=True),
     Option("watcher role", "watcher_poll_interval"),
     Option("watcher role", "watcher_request_timeout"),
     Option("watcher role", "watcher_first_request_timeout"),
@@ -109,6 +110,8 @@ OPTIONS = [
     Option("watcher role", "watcher_kill_grace", zero_ok=True),
     Option("watcher role", "watcher_approve_freeze_max_duration", kind="integer", zero_ok=True),
     Option("watcher role", "watcher_systemd_restart_sec", kind="integer", zero_ok=True),
+    Option("watcher role", "watcher_systemd_watchdog_sec", kind="integer", zero_ok=True),
+    Option("watcher role", "watcher_metrics_port", kind="integer", zero_ok=True),
     Option("watcher role", "watcher_handlers[0].timeout", named=r"watcher_handlers.*timeout|timeout.*watcher_handlers"),
     Option("watcher role", "watcher_imds_url", kind="url"),
 ]
