@@ -9,6 +9,7 @@ molecule scenario extensions/molecule/rolling_maintenance covers the timed, orde
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -160,6 +161,62 @@ def test_relative_tasks_files_are_taken_from_the_working_directory(mock, run_pla
                        {"rolling_maintenance_drain_tasks": "drain.yml"}, cwd=tmp_path)
     assert run.rc == 0, run
     assert marks_tasks.read() == ["web_1 drain"]
+
+
+
+def summary_lines(output, task):
+    """The lines a debug task printed as its msg list (the default callback shows them as JSON)."""
+    start = output.index("TASK [%s]" % task)
+    begin = output.index('"msg": [', start) + len('"msg": ')
+    end = output.index("\n    ]", begin) + len("\n    ]")
+    return json.loads(output[begin:end])
+
+
+STEP_LINE = re.compile(r"^  (?P<clock>\d\d:\d\d:\d\d)  \+(?P<offset>[0-9.hms]+)\s+(?P<step>[a-z]+(?: [a-z]+)*)(?:\s{2,}(?P<detail>.*))?$")
+
+
+def steps_of(lines):
+    return [dict(STEP_LINE.match(line).groupdict(), detail=STEP_LINE.match(line).group("detail") or "")
+            for line in lines if STEP_LINE.match(line)]
+
+
+def test_rolling_maintenance_ends_with_a_summary_per_host(mock, run_playbook, marks_tasks):
+    reboot = add_event(mock, "web_0", "Reboot")
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance", ["web_0", "web_1"]), {
+        "rolling_maintenance_drain_tasks": marks_tasks("drain"),
+        "rolling_maintenance_recover_tasks": marks_tasks("recover"),
+    })
+    assert run.rc == 0, run
+    lines = summary_lines(run.output, "Show what was done to each host, and when (UTC)")
+    assert lines[0] == "web_0 (VM web_0): Reboot %s Scheduled" % reboot, lines
+    steps = steps_of(lines)
+    assert [step["step"] for step in steps] == ["drain", "approve", "wait until started", "wait until completed",
+                                                "wait for the connection", "recover", "health check", "done"], lines
+    details = dict((step["step"], step["detail"]) for step in steps)
+    # What the mock recorded is what the summary says was approved.
+    assert approvals(mock) == {"web_0": [reboot]}
+    assert details["approve"].startswith("approved %s; took " % reboot), details
+    assert re.match(r"^started after \d+\.\ds; took \d+\.\ds$", details["wait until started"]), details
+    assert re.match(r"^completed after \d+\.\ds; took \d+\.\ds$", details["wait until completed"]), details
+    assert details["done"] == ""
+    clocks = [step["clock"] for step in steps]
+    assert clocks == sorted(clocks) and steps[0]["offset"] == "0.0s"
+    assert re.match(r"^  drained in \d+\.\ds, waited \d+\.\ds, recovered in \d+\.\ds; \d+\.\ds in all$", lines[len(steps) + 1]), lines
+    assert lines[len(steps) + 2:] == ["web_1 (VM web_1): no scheduled event, left alone"], lines
+
+
+def test_a_host_that_failed_shows_its_steps_up_to_the_failure(mock, run_playbook, marks_tasks):
+    failing = add_event(mock, "web_0", "Redeploy")
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance", ["web_0"]), {
+        "rolling_maintenance_drain_tasks": marks_tasks("drain", fail_on="web_0"),
+    })
+    assert run.rc != 0, run
+    lines = summary_lines(run.output, "Show what was done to this host before it stopped")
+    assert lines[0] == "web_0 (VM web_0): Redeploy %s Scheduled" % failing
+    steps = steps_of(lines)
+    assert [(step["step"], step["detail"]) for step in steps] == [("drain", "STOPPED here")], lines
+    assert lines[-1].startswith("  stopped at step 'drain' after "), lines
+    assert "TASK [Show what was done to each host" not in run.output
 
 
 # -- approve_user_events ------------------------------------------------------------------------
