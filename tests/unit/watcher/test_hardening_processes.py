@@ -88,8 +88,19 @@ def test_the_handler_finds_its_own_record_in_the_state_file_when_it_starts(tmp_p
 # Leftovers of a killed watcher
 # --------------------------------------------------------------------------------------------
 
+def _cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
 def start_group(*argv, ignore_term=False):
     proc = subprocess.Popen((IGNORING_SIGTERM if ignore_term else []) + list(argv), start_new_session=True)
+    if ignore_term:
+        # The wrapper ignores SIGTERM, then execs argv: until then (a busy machine) it would die of one.
+        assert wait_until(lambda: _cmdline(proc.pid).split(b"\0")[0] == argv[0].encode())
     return proc, dict(watcher_processes.identity(proc.pid), event_key="k", event_id="E", phase="drain",
                       handler="10-x", started_at=NOW)
 
