@@ -208,7 +208,7 @@ class _Parser:
                 try:
                     re.compile(value[1:-1].replace("$instance", ".*"))
                 except re.error as exc:
-                    raise PromQLError("bad regular expression %s in %r: %s" % (value, self.text, exc))
+                    raise PromQLError("bad regular expression %s in %r: %s" % (value, self.text, exc)) from exc
             found.append((label, operator, value[1:-1]))
             if not self.at("}"):
                 self.take(",")

@@ -274,3 +274,38 @@ def test_histograms_are_read_through_their_buckets_with_le_kept():
                 parsed = parse(expr)
                 assert "le" in parsed.grouping_labels, expr
                 assert all(selector.name.endswith("_bucket") for selector in parsed.selectors), expr
+
+
+# -- the contract against the watcher itself ---------------------------------------------------------
+
+def rendered_watcher_metrics():
+    """The families (name -> (type, label names)) the watcher daemon writes, every labelled series filled."""
+    import sys  # pylint: disable=import-outside-toplevel
+    from prometheus_client.parser import text_string_to_metric_families  # pylint: disable=import-outside-toplevel
+    files = os.path.join(ROOT, "roles", "watcher", "files")
+    if files not in sys.path:
+        sys.path.insert(0, files)
+    import watcher_metrics  # pylint: disable=import-outside-toplevel,import-error
+    metrics = watcher_metrics.WatcherMetrics("1.0.0", 1000.0)
+    metrics.document(3, [{"event_id": "A", "event_type": "Reboot", "event_status": "Scheduled"}], lambda event: True, 1001.0)
+    families = {}
+    values = {}
+    for family in text_string_to_metric_families(metrics.render()):
+        labels = set()
+        for sample in family.samples:
+            labels |= set(sample.labels) - {"le"}
+            for label in LABEL_VALUES:
+                if label in sample.labels:
+                    values.setdefault(label, set()).add(sample.labels[label])
+        families[family.name] = (family.type, tuple(sorted(labels)))
+    return families, values
+
+
+def test_the_contract_is_what_the_watcher_writes():
+    written, values = rendered_watcher_metrics()
+    # Every outcome and phase a query may name is one the watcher writes (its series start at 0).
+    assert values == LABEL_VALUES
+    # prometheus_client names a counter's family without its _total suffix.
+    expected = dict(((name[:-len("_total")] if kind == "counter" else name), (kind, tuple(sorted(labels))))
+                    for name, (kind, labels) in CONTRACT.items())
+    assert written == expected

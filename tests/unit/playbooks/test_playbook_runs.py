@@ -163,7 +163,6 @@ def test_relative_tasks_files_are_taken_from_the_working_directory(mock, run_pla
     assert marks_tasks.read() == ["web_1 drain"]
 
 
-
 def summary_lines(output, task):
     """The lines a debug task printed as its msg list (the default callback shows them as JSON)."""
     start = output.index("TASK [%s]" % task)
