@@ -199,8 +199,8 @@ def describe_daemon(report, now):
     status = report["status_file"] or {}
     lines = ["daemon:    %s (%s)" % (report["health"], report["reason"])]
     if status:
-        lines.append("  pid %s, version %s, up %s" % (status.get("pid"), status.get("version"),
-                                                     _ago(now, _number(status.get("started_at")))))
+        uptime = _ago(now, _number(status.get("started_at")))
+        lines.append("  pid %s, version %s, up %s" % (status.get("pid"), status.get("version"), uptime))
         lines.append("  last successful poll: %s" % _when(now, _number(status.get("last_successful_poll"))))
         error = status.get("last_error") or {}
         if error:
