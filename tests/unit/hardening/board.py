@@ -5,11 +5,17 @@ start of the session while pytest walks the tests in order; each test then only 
 cell's outcome and asserts on it. Only the cells of tests selected in this session are started
 and counted (conftest.py submits them from pytest_collection_finish).
 
-Under pytest-xdist (ansible-test units runs two workers) every worker collects, and so would
-start, every cell, though each runs only part of the tests. The workers of one run share the
-cells instead: a worker's pool thread claims a cell (a file created with O_EXCL in a directory of
-the run) before it runs it and publishes the outcome beside the claim; a test whose cell the
-other worker claimed waits for that file. Each cell then runs once, on whichever worker was free.
+Outcomes travel through files, never through the threads' futures, because of how
+`ansible-test units` runs pytest:
+- it runs each test in a forked child of the pytest process (its ansible_forked plugin). A child
+  has none of its parent's threads, so a future the parent's pool was still working on would
+  never end in the child. The child therefore waits for the cell's outcome file, which the
+  parent's pool thread writes, and touches nothing a pool thread may hold at the fork (the only
+  lock here is taken by the main thread alone).
+- it runs two pytest-xdist workers, and every worker collects, and so would start, every cell,
+  though each runs only part of the tests. The workers of one run share a directory instead: a
+  pool thread claims a cell (a file created with O_EXCL) before it runs it, so that each cell runs
+  once, on whichever worker was free, and a test reads the outcome whichever worker wrote it.
 """
 
 import collections
@@ -30,24 +36,17 @@ SUCCESS, CLEAN_ERROR, CRASH, HANG, WRONG = "success", "clean error", "crash", "h
 REFUSED, ACCEPTED, EXCEPTION = "refused", "accepted", "exception"
 
 
-class _Elsewhere(object):
-    """What a pool thread returns for a cell another worker of the run claimed first."""
-
-
 class CellFailed(Exception):
-    """The cell's work raised on the worker that claimed it."""
+    """The cell's work raised; the text says what."""
 
 
-ELSEWHERE = _Elsewhere()
 PREFIX = "azure-imds-hardening-"
+POLL = 0.2
 
 
 def _run_directory():
-    """The directory the xdist workers of this run share, or None outside xdist. Those of runs
-    that ended more than an hour ago are removed."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not run or not os.environ.get("PYTEST_XDIST_WORKER") or not run.isalnum():
-        return None
+    """The directory the xdist workers of this run share (one of this process's own outside
+    xdist). Those of runs that ended more than an hour ago are removed."""
     base = tempfile.gettempdir()
     for name in os.listdir(base):
         old = os.path.join(base, name)
@@ -56,42 +55,44 @@ def _run_directory():
                 shutil.rmtree(old, ignore_errors=True)
         except OSError:
             pass
-    path = os.path.join(base, PREFIX + run)
-    os.makedirs(path, exist_ok=True)
-    return path
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+    if run.isalnum() and os.environ.get("PYTEST_XDIST_WORKER"):
+        path = os.path.join(base, PREFIX + run)
+        os.makedirs(path, exist_ok=True)
+        return path
+    return tempfile.mkdtemp(prefix=PREFIX)
 
 
 class Board(object):
     def __init__(self):
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()                 # the main thread's alone (see the docstring)
         self._pools = {}
-        self._futures = {}
-        self._shared = _run_directory()
+        self._started = set()
+        self._owner = os.getpid()                     # whose threads the pools are
+        self._directory = None
         self._tallies = collections.OrderedDict()     # table -> OrderedDict(cell id -> (outcome, dims))
         self._failures = collections.OrderedDict()    # table -> [(cell id, reason)]
         self.notes = []                               # lines for the summary, such as what took long
 
-    def _pool(self, name):
-        with self._lock:
-            if name not in self._pools:
-                size = POOL_SIZES[name]
-                if self._shared is not None:      # two workers share the machine's cores
-                    size = max(1, size // 2)
-                self._pools[name] = ThreadPoolExecutor(size, thread_name_prefix="hardening-" + name)
-            return self._pools[name]
-
     def _path(self, key, suffix):
-        return os.path.join(self._shared, "".join(c if c.isalnum() or c in "-_." else "_" for c in key) + suffix)
+        if self._directory is None:
+            self._directory = _run_directory()
+        return os.path.join(self._directory, "".join(c if c.isalnum() or c in "-_." else "_" for c in key) + suffix)
 
-    def _claimed(self, work, key):
-        """work() for the cell key if this worker claims it first (its outcome then published for
-        the other workers), else ELSEWHERE."""
-        if self._shared is None:
-            return work()
+    def _pool(self, name):
+        if name not in self._pools:
+            size = POOL_SIZES[name]
+            if os.environ.get("PYTEST_XDIST_WORKER"):     # two workers share the machine's cores
+                size = max(1, size // 2)
+            self._pools[name] = ThreadPoolExecutor(size, thread_name_prefix="hardening-" + name)
+        return self._pools[name]
+
+    def _claim_and_run(self, key, work):
+        """Run work() and publish its outcome, unless another worker claimed the cell first."""
         try:
             os.close(os.open(self._path(key, ".claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except FileExistsError:
-            return ELSEWHERE
+            return
         try:
             outcome = work()
         except Exception as exc:  # pylint: disable=broad-except
@@ -100,32 +101,29 @@ class Board(object):
         with open(partial, "wb") as handle:
             pickle.dump(outcome, handle)
         os.replace(partial, self._path(key, ".outcome"))
-        if isinstance(outcome, CellFailed):
-            raise outcome
-        return outcome
 
     def submit(self, pool, key, work):
         """Start work() in the background unless a cell of that key was started already."""
         with self._lock:
-            if key in self._futures:
-                return self._futures[key]
-        future = self._pool(pool).submit(self._claimed, work, key)
-        with self._lock:
-            return self._futures.setdefault(key, future)
+            if key in self._started:
+                return
+            self._started.add(key)
+            if os.getpid() != self._owner:
+                # A forked test child has no pool threads: the cell runs here and now.
+                self._claim_and_run(key, work)
+                return
+            self._pool(pool).submit(self._claim_and_run, key, work)
 
     def result(self, pool, key, work, timeout):
-        """The outcome of the cell key, started now if the session did not start it already; a
-        cell claimed by another worker is read from its published outcome."""
+        """The outcome of the cell key (started now if the session did not start it already), read
+        from the file its runner wrote, in this process or another."""
         end = time.monotonic() + timeout
-        outcome = self.submit(pool, key, work).result(timeout)
-        if outcome is not ELSEWHERE:
-            return outcome
+        self.submit(pool, key, work)
         path = self._path(key, ".outcome")
         while not os.path.exists(path):
             if time.monotonic() >= end:
-                raise TimeoutError("the cell %s, claimed by another pytest-xdist worker, had no outcome after %gs"
-                                   % (key, timeout))
-            time.sleep(0.2)
+                raise TimeoutError("the cell %s had no outcome after %gs" % (key, timeout))
+            time.sleep(POLL)
         with open(path, "rb") as handle:
             outcome = pickle.load(handle)
         if isinstance(outcome, CellFailed):
