@@ -1,7 +1,6 @@
 """The suites run where nothing but loopback can be reached (tests/harness/loopback-only)."""
 
 import errno
-import os
 import socket
 
 import pytest

@@ -1,47 +1,52 @@
 """Runs the cells of the hardening tables in the background and counts their outcomes.
 
-Most cells wait (for a retry, a deadline, a trickling server), so they run in threads from the
+Most cells wait (for a retry, a deadline, a trickling server), so they run side by side from the
 start of the session while pytest walks the tests in order; each test then only collects its
 cell's outcome and asserts on it. Only the cells of tests selected in this session are started
-and counted (conftest.py submits them from pytest_collection_finish).
+and counted (conftest.py starts them from pytest_collection_finish).
 
-Outcomes travel through files, never through the threads' futures, because of how
-`ansible-test units` runs pytest:
-- it runs each test in a forked child of the pytest process (its ansible_forked plugin). A child
-  has none of its parent's threads, so a future the parent's pool was still working on would
-  never end in the child. The child therefore waits for the cell's outcome file, which the
-  parent's pool thread writes, and touches nothing a pool thread may hold at the fork (the only
-  lock here is taken by the main thread alone).
-- it runs two pytest-xdist workers, and every worker collects, and so would start, every cell,
-  though each runs only part of the tests. The workers of one run share a directory instead: a
-  pool thread claims a cell (a file created with O_EXCL) before it runs it, so that each cell runs
-  once, on whichever worker was free, and a test reads the outcome whichever worker wrote it.
+The cells run in a runner process of their own (this file run as a program), in threads, and
+their outcomes travel through files. That is because of how `ansible-test units` runs pytest:
+- it runs each test in a forked child of the pytest process (its ansible_forked plugin). Threads
+  of the pytest process would not exist in the child, and a subprocess a thread started at the
+  moment of a fork would hang: the child inherits the pipe through which Popen learns that its
+  own child has exec'd, and keeps it open. The runner is started before any test is forked, and
+  nothing in it forks without exec.
+- it runs two pytest-xdist workers, and every worker collects every cell, though each runs only
+  part of the tests. The runners of one run share a directory: a runner claims a cell (a file
+  created with O_EXCL) before it runs it, so that each cell runs once, in whichever runner was
+  free, and a test reads the outcome file whichever runner wrote it.
+A runner ends when it has gone through its list: the other worker may still need its outcomes.
 """
 
 import collections
+import importlib
+import json
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 # Threads per pool. Matrix cells mostly sleep in retries and deadlines; bad-input cases are short
-# subprocesses that need the CPU, so they get fewer threads on this 2-core machine.
+# subprocesses that need the CPU, so they get fewer threads on this 2-core machine. Halved when
+# two xdist workers each run a runner.
 POOL_SIZES = {"matrix": 14, "input": 4}
 
 # The outcomes a cell can have, in the order the summary prints them.
 SUCCESS, CLEAN_ERROR, CRASH, HANG, WRONG = "success", "clean error", "crash", "hang", "not as documented"
 REFUSED, ACCEPTED, EXCEPTION = "refused", "accepted", "exception"
 
+PREFIX = "azure-imds-hardening-"
+POLL = 0.2
+
 
 class CellFailed(Exception):
     """The cell's work raised; the text says what."""
-
-
-PREFIX = "azure-imds-hardening-"
-POLL = 0.2
 
 
 def _run_directory():
@@ -63,72 +68,84 @@ def _run_directory():
     return tempfile.mkdtemp(prefix=PREFIX)
 
 
+def _path(directory, key, suffix):
+    return os.path.join(directory, "".join(c if c.isalnum() or c in "-_." else "_" for c in key) + suffix)
+
+
+def claim_and_run(directory, key, work):
+    """Run work() and publish its outcome, unless a runner claimed the cell first."""
+    try:
+        os.close(os.open(_path(directory, key, ".claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return
+    # A pair, so that the runner (run as __main__) pickles no class of its own.
+    try:
+        published = (work(), None)
+    except Exception as exc:  # pylint: disable=broad-except
+        published = (None, "%s: %s" % (type(exc).__name__, exc))
+    partial = _path(directory, key, ".partial")
+    with open(partial, "wb") as handle:
+        pickle.dump(published, handle)
+    os.replace(partial, _path(directory, key, ".outcome"))
+
+
 class Board(object):
+    """The pytest side: starts the runner, reads outcomes, keeps the tallies for the summary."""
+
     def __init__(self):
-        self._lock = threading.Lock()                 # the main thread's alone (see the docstring)
-        self._pools = {}
-        self._started = set()
-        self._owner = os.getpid()                     # whose threads the pools are
+        self._lock = threading.Lock()
         self._directory = None
+        self._started = set()
+        self._runner_log = None
         self._tallies = collections.OrderedDict()     # table -> OrderedDict(cell id -> (outcome, dims))
         self._failures = collections.OrderedDict()    # table -> [(cell id, reason)]
-        self.notes = []                               # lines for the summary, such as what took long
 
-    def _path(self, key, suffix):
+    @property
+    def directory(self):
         if self._directory is None:
             self._directory = _run_directory()
-        return os.path.join(self._directory, "".join(c if c.isalnum() or c in "-_." else "_" for c in key) + suffix)
+        return self._directory
 
-    def _pool(self, name):
-        if name not in self._pools:
-            size = POOL_SIZES[name]
-            if os.environ.get("PYTEST_XDIST_WORKER"):     # two workers share the machine's cores
-                size = max(1, size // 2)
-            self._pools[name] = ThreadPoolExecutor(size, thread_name_prefix="hardening-" + name)
-        return self._pools[name]
-
-    def _claim_and_run(self, key, work):
-        """Run work() and publish its outcome, unless another worker claimed the cell first."""
-        try:
-            os.close(os.open(self._path(key, ".claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
+    def start(self, cells):
+        """Start a runner for cells, [(priority, pool, key, module name)], slowest first."""
+        seen = set()
+        cells = [cell for cell in sorted(cells, key=lambda cell: -cell[0]) if not (cell[2] in seen or seen.add(cell[2]))]
+        if not cells:
             return
-        try:
-            outcome = work()
-        except Exception as exc:  # pylint: disable=broad-except
-            outcome = CellFailed("%s: %s" % (type(exc).__name__, exc))
-        partial = self._path(key, ".partial")
-        with open(partial, "wb") as handle:
-            pickle.dump(outcome, handle)
-        os.replace(partial, self._path(key, ".outcome"))
+        job = os.path.join(self.directory, "runner-%d.json" % os.getpid())
+        with open(job, "w") as handle:
+            json.dump({"directory": self.directory, "sys_path": sys.path, "halve": bool(os.environ.get("PYTEST_XDIST_WORKER")),
+                       "cells": [[pool, key, module] for _priority, pool, key, module in cells]}, handle)
+        self._runner_log = job[:-len(".json")] + ".log"
+        with open(self._runner_log, "wb") as log:
+            subprocess.Popen([sys.executable, os.path.abspath(__file__), job], stdin=subprocess.DEVNULL,
+                             stdout=log, stderr=subprocess.STDOUT, close_fds=True, start_new_session=True)
+        self._started.update(key for _priority, _pool, key, _module in cells)
 
-    def submit(self, pool, key, work):
-        """Start work() in the background unless a cell of that key was started already."""
-        with self._lock:
-            if key in self._started:
-                return
-            self._started.add(key)
-            if os.getpid() != self._owner:
-                # A forked test child has no pool threads: the cell runs here and now.
-                self._claim_and_run(key, work)
-                return
-            self._pool(pool).submit(self._claim_and_run, key, work)
-
-    def result(self, pool, key, work, timeout):
-        """The outcome of the cell key (started now if the session did not start it already), read
-        from the file its runner wrote, in this process or another."""
+    def result(self, key, work, timeout):
+        """The outcome of the cell key, read from the file a runner wrote; a cell that no runner
+        was given (a test run on its own) runs here and now."""
+        if key not in self._started:
+            claim_and_run(self.directory, key, work)
         end = time.monotonic() + timeout
-        self.submit(pool, key, work)
-        path = self._path(key, ".outcome")
+        path = _path(self.directory, key, ".outcome")
         while not os.path.exists(path):
             if time.monotonic() >= end:
-                raise TimeoutError("the cell %s had no outcome after %gs" % (key, timeout))
+                raise TimeoutError("the cell %s had no outcome after %gs; the runner's log: %s"
+                                   % (key, timeout, self._runner_tail()))
             time.sleep(POLL)
         with open(path, "rb") as handle:
-            outcome = pickle.load(handle)
-        if isinstance(outcome, CellFailed):
-            raise outcome
+            outcome, failure = pickle.load(handle)
+        if failure is not None:
+            raise CellFailed("the cell %s raised %s" % (key, failure))
         return outcome
+
+    def _runner_tail(self):
+        try:
+            with open(self._runner_log, "rb") as handle:
+                return handle.read()[-2000:].decode("utf-8", "replace") or "(empty)"
+        except (OSError, TypeError):
+            return "(none)"
 
     def count(self, table, cell, outcome, dims=(), failure=None):
         with self._lock:
@@ -144,9 +161,26 @@ class Board(object):
         with self._lock:
             return list(self._failures.get(table, []))
 
-    def shutdown(self):
-        for pool in list(self._pools.values()):
-            pool.shutdown(wait=False, cancel_futures=True)
-
 
 BOARD = Board()
+
+
+def run(job_file):
+    """The runner: every cell of the job, in its order, in pools of threads."""
+    with open(job_file) as handle:
+        job = json.load(handle)
+    sys.path[:] = job["sys_path"]
+    works = {}
+    for module_name in sorted(set(module for _pool, _key, module in job["cells"])):
+        works.update(importlib.import_module(module_name).cells())
+    pools = dict((name, ThreadPoolExecutor(max(1, size // 2) if job["halve"] else size,
+                                           thread_name_prefix="hardening-" + name))
+                 for name, size in POOL_SIZES.items())
+    for pool, key, _module in job["cells"]:
+        pools[pool].submit(claim_and_run, job["directory"], key, works[key])
+    for pool in pools.values():
+        pool.shutdown(wait=True)
+
+
+if __name__ == "__main__":
+    run(sys.argv[1])

@@ -18,21 +18,18 @@ for path in (os.path.join(ROOT, "plugins", "module_utils"), os.path.join(ROOT, "
 
 
 def pytest_collection_finish(session):
-    """Start every selected cell now, slowest first, so that they wait for deadlines together."""
-    starts = []
+    """Start every selected cell now, in a runner process, so that they wait for deadlines together."""
+    cells = []
     for item in session.items:
-        prefetch = getattr(getattr(item, "module", None), "prefetch", None)
+        module = getattr(item, "module", None)
+        prefetch = getattr(module, "prefetch", None)
         callspec = getattr(item, "callspec", None)
         if prefetch is not None and callspec is not None:
             started = prefetch(callspec.params)
             if started is not None:
-                starts.append(started)
-    for _priority, pool, key, work in sorted(starts, key=lambda start: -start[0]):
-        BOARD.submit(pool, key, work)
-
-
-def pytest_sessionfinish(session, exitstatus):
-    BOARD.shutdown()
+                priority, pool, key, _work = started
+                cells.append((priority, pool, key, module.__name__))
+    BOARD.start(cells)
 
 
 def _counts(tally, order):
@@ -60,5 +57,3 @@ def pytest_terminal_summary(terminalreporter):
                  ", ".join(_counts(bad, (REFUSED, ACCEPTED, EXCEPTION, HANG)))))
         for cell, reason in BOARD.failures("bad input"):
             write("  bad input case %s: %s" % (cell, reason))
-    for note in BOARD.notes:
-        write(note)

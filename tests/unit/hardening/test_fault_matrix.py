@@ -299,11 +299,17 @@ def prefetch(params):
     return _cost(row, consumer), "matrix", _key(row, consumer), lambda: run_cell(row, consumer)
 
 
+def cells():
+    """Every cell a runner can be asked for (board.py), by key."""
+    return dict((_key(row, consumer), prefetch({"row": row, "consumer": consumer})[3])
+                for row in ROWS for consumer in CONSUMERS)
+
+
 @pytest.mark.parametrize("consumer", CONSUMERS)
 @pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
 def test_fault_matrix_cell(row, consumer):
     key = _key(row, consumer)
-    verdict = BOARD.result("matrix", key, lambda: run_cell(row, consumer), CELL_LIMIT)
+    verdict = BOARD.result(key, lambda: run_cell(row, consumer), CELL_LIMIT)
     BOARD.count("fault matrix", key, verdict.outcome, (row.name, consumer),
                 failure="; ".join(verdict.reasons) if verdict.reasons else None)
     assert not verdict.reasons, "%s x %s (%s): %s" % (row.name, consumer, verdict.outcome,
