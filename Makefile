@@ -9,7 +9,7 @@ VPY    := $(VENV)/bin/python
 # The oldest supported ansible-core gets an environment of its own (the newest is in .venv).
 OLDEST := .cache/venv-oldest-core
 SUITES ?=
-JOBS   ?= 2
+JOBS   ?= 3
 
 .PHONY: help venv venvs system-deps test demo build bench clean docs
 

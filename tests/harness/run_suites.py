@@ -9,7 +9,8 @@ Sanity, units and integration run through ansible-test once per supported ansibl
 oldest and the newest, each from its own virtual environment: see CORES); molecule, lint,
 changelog and docs once. Each suite runs in a copy of one snapshot of the working tree, in a
 network and PID namespace of its own (inside tests/harness/loopback-only), so that independent
-suites run side by side (-j, default 2: this machine has two cores).
+suites run side by side (-j, default 3: much of a suite is waiting, for a container, a daemon or
+the mock, so three keep this 2-core machine busy).
 
 Each suite's full output goes to tests/output/harness/<suite>.log. While a suite runs, a line says
 which test, target or scenario it is at (at least every 30 s). A suite fails when its command
@@ -327,7 +328,7 @@ def run_all(suites, jobs, snapshot):
 
 
 def main(argv):
-    jobs = 2
+    jobs = 3
     if argv[:1] == ["-j"]:
         jobs, argv = int(argv[1]), argv[2:]
     if "--core-venvs" in argv:
