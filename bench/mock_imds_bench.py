@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "roles", "mock_imds", "fi
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 import mock_imds  # noqa: E402  pylint: disable=wrong-import-position,import-error
-from mock_imds_helpers import spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from mock_imds_helpers import MockControlError, spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 PATH = "/metadata/scheduledevents?api-version=2020-07-01"
 
@@ -286,11 +286,17 @@ def fleet_driver(control, groups, seconds, stop):
     while not stop.is_set() and time.time() - began < seconds:
         group = rng.choice(groups)
         vms = sorted(rng.sample(group["vms"], 2))
+        # Generous timeouts: the mock serves the whole fleet meanwhile, on a machine that may be busy.
         event = control("POST", "events", {"event_type": rng.choice(["Freeze", "Reboot", "Redeploy"]),
-                                           "resources": vms, "notice": 20, "duration": 15})
+                                           "resources": vms, "notice": 20, "duration": 15}, timeout=60)
         created += 1
         if created % 10 == 0:
-            control("POST", "events/%s/cancel" % event["event_id"], None)
+            try:
+                control("POST", "events/%s/cancel" % event["event_id"], None, timeout=60)
+            except MockControlError as exc:
+                # A leader may have approved it (and so started it) since it was created.
+                if exc.status != 400:
+                    raise
         stop.wait(1.0)
     return created
 
@@ -334,7 +340,7 @@ def fleet_run(ctx, args, seconds):
         driver.join()
         for proc in procs:
             proc.join()
-        audit = handle.control("GET", "audit")
+        audit = handle.control("GET", "audit", timeout=120)
         by_approval = sum(1 for t in audit["transitions"] if t["to"] == "Started" and t["cause"] == "approval")
     finally:
         handle.stop()
