@@ -375,7 +375,7 @@ def test_ready_even_when_imds_does_not_answer(tmp_path, mock):
     vm = Vm(tmp_path, mock, imds_url="http://127.0.0.1:9/vm/web_0")
     watcher = Daemon(vm, env={"NOTIFY_SOCKET": notify.env})
     try:
-        wait_for(lambda: notify.receive(), "a datagram")
+        wait_for(notify.receive, "a datagram")
     finally:
         assert watcher.stop() == 0, watcher.text()
         notify.close()
