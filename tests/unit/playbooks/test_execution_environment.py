@@ -1,10 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to azure_imds.scheduled_events
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""meta/execution-environment.yml builds: `ansible-builder create` (offline) makes its context.
+"""The collection packages, installs and feeds ansible-builder as an installed collection.
 
-The collection tarball is built from this checkout into a scratch tree laid out like the
-repository (meta/ beside build/), so the definition's relative paths are the real ones.
+- The tarball built from this checkout installs, passes `ansible-galaxy collection verify
+  --offline`, carries LICENSE and leaves development files out.
+- ansible-builder's dependency scan (`introspect`, the step every image build runs over every
+  installed collection) reads meta/execution-environment.yml of the installed copy without error
+  and finds jmespath.
+- Our own image definition, extensions/ee/execution-environment.yml, turns into a build context
+  (`ansible-builder create`, offline) in a scratch tree laid out like the repository (extensions/ee/
+  two levels below build/), so its relative paths are the real ones.
 """
 
 import json
@@ -15,12 +21,28 @@ import subprocess
 import tarfile
 
 import pytest
+import yaml
 
 from .conftest import BIN, ROOT, load_yaml
 
-META = os.path.join(ROOT, "meta")
+EE_DIR = os.path.join(ROOT, "extensions", "ee")
 GUIDE = os.path.join(ROOT, "docs", "guides", "awx.md")
-EE_FILES = ("execution-environment.yml", "ee-requirements.txt", "ee-bindep.txt", "ee-collections.yml")
+GPL3 = "/usr/share/common-licenses/GPL-3"
+# Development-only paths that must stay out of the tarball (galaxy.yml build_ignore).
+DEV_ONLY = ("build/", ".cache/", ".venv/", ".hypothesis/", ".pytest_cache/", "tests/", "bench/", "extensions/ee/",
+            "extensions/demo/", "extensions/molecule/", "docs/generate_reference.py", "Makefile")
+
+
+def run(args, **kwargs):
+    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, **kwargs)
+    return proc.returncode, proc.stdout.decode()
+
+
+def tool(name):
+    """A tool of the environment under test; its absence is a failure, not a skip."""
+    path = os.path.join(BIN, name)
+    assert os.path.isfile(path), "%s is not installed in %s (tests/requirements.txt lists it)" % (name, BIN)
+    return path
 
 
 def pins(path):
@@ -35,68 +57,128 @@ def pins(path):
 
 
 @pytest.fixture(scope="module")
-def context(tmp_path_factory):
-    """(ansible-builder output, context directory, collection version)."""
-    work = tmp_path_factory.mktemp("ee")
-    os.makedirs(str(work / "meta"))
-    for name in EE_FILES:
-        shutil.copy(os.path.join(META, name), str(work / "meta" / name))
-    build = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", "--output-path",
-                            str(work / "build"), ROOT], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
-    assert build.returncode == 0, build.stdout.decode()
-    proc = subprocess.run([os.path.join(BIN, "ansible-builder"), "create", "-f", "meta/execution-environment.yml",
-                           "--context", "context"], cwd=str(work), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, check=False)
-    output = proc.stdout.decode()
-    assert proc.returncode == 0, output
-    return output, work / "context", load_yaml(os.path.join(ROOT, "galaxy.yml"))["version"]
+def galaxy():
+    return load_yaml(os.path.join(ROOT, "galaxy.yml"))
 
 
-def test_ansible_builder_creates_the_build_context(context):
-    output, directory, _version = context
-    assert "Complete! The build context can be found at:" in output
-    files = sorted(os.path.relpath(os.path.join(d, f), str(directory)) for d, _dirs, names in os.walk(str(directory))
-                   for f in names)
-    assert "Containerfile" in files and "_build/requirements.yml" in files
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory, galaxy):
+    out = tmp_path_factory.mktemp("build")
+    rc, output = run([tool("ansible-galaxy"), "collection", "build", "--output-path", str(out), ROOT])
+    assert rc == 0, output
+    path = out / ("%s-%s-%s.tar.gz" % (galaxy["namespace"], galaxy["name"], galaxy["version"]))
+    assert path.is_file(), output
+    return path
 
 
-def test_the_context_carries_this_collection_with_its_playbooks(context):
-    _output, directory, version = context
-    tarball = directory / "_build" / "collections" / ("azure_imds-scheduled_events-%s.tar.gz" % version)
-    assert tarball.is_file(), "meta/ files name another version than galaxy.yml (%s)" % version
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory, tarball):
+    """The directory holding ansible_collections/ with the collection installed from the tarball."""
+    where = tmp_path_factory.mktemp("installed")
+    rc, output = run([tool("ansible-galaxy"), "collection", "install", "--offline", "-p", str(where), str(tarball)])
+    assert rc == 0, output
+    return where
+
+
+def test_the_tarball_carries_the_license_and_no_development_files(tarball):
     with tarfile.open(str(tarball)) as archive:
         names = archive.getnames()
-        manifest = json.load(archive.extractfile("MANIFEST.json"))
-    assert manifest["collection_info"]["namespace"] == "azure_imds"
-    assert manifest["collection_info"]["version"] == version
-    for needed in ("playbooks/rolling_maintenance.yml", "playbooks/tasks/rolling_maintenance_events.yml",
-                   "playbooks/templates/report_fleet.json.j2", "plugins/modules/scheduled_event_info.py",
-                   "plugins/action/scheduled_event_wait.py", "roles/watcher/meta/argument_specs.yml"):
+        license_text = archive.extractfile("LICENSE").read().decode()
+    with open(GPL3, encoding="utf-8") as handle:
+        assert license_text == handle.read()
+    leaked = sorted(n for n in names if any(n == d.rstrip("/") or n.startswith(d) for d in DEV_ONLY))
+    assert leaked == []
+    for needed in ("meta/execution-environment.yml", "meta/ee-requirements.txt", "meta/runtime.yml",
+                   "playbooks/rolling_maintenance.yml", "plugins/modules/scheduled_event_info.py",
+                   "roles/watcher/meta/argument_specs.yml", "changelogs/changelog.yaml", "README.md"):
         assert needed in names, needed
-    requirements = load_yaml(str(directory / "_build" / "requirements.yml"))
-    assert requirements["collections"] == [
-        {"name": "collections/azure_imds-scheduled_events-%s.tar.gz" % version, "type": "file"}]
+
+
+def test_the_installed_collection_verifies_offline(installed, galaxy):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(installed))
+    fqcn = "%s.%s" % (galaxy["namespace"], galaxy["name"])
+    rc, output = run([tool("ansible-galaxy"), "collection", "verify", "--offline", fqcn], env=env, cwd=str(installed))
+    assert rc == 0, output
+    assert "Successfully verified that checksums for '%s:%s'" % (fqcn, galaxy["version"]) in output
+
+
+def test_ansible_builder_introspects_the_installed_collection(installed, galaxy):
+    rc, output = run([tool("ansible-builder"), "introspect", str(installed)])
+    assert rc == 0, output
+    found = yaml.safe_load(output)
+    fqcn = "%s.%s" % (galaxy["namespace"], galaxy["name"])
+    assert found["python"] == ["jmespath  # from collection %s" % fqcn]
+    assert found["system"] == []
+
+
+@pytest.fixture(scope="module")
+def context(tmp_path_factory, tarball):
+    """(ansible-builder output, context directory) from a scratch tree shaped like the repository."""
+    work = tmp_path_factory.mktemp("ee")
+    shutil.copytree(EE_DIR, str(work / "extensions" / "ee"))
+    os.makedirs(str(work / "build"))
+    shutil.copy(str(tarball), str(work / "build"))
+    rc, output = run([tool("ansible-builder"), "create", "-f", "extensions/ee/execution-environment.yml",
+                      "--context", "context"], cwd=str(work))
+    assert rc == 0, output
+    return output, work / "context"
+
+
+def context_files(directory):
+    return sorted(os.path.relpath(os.path.join(d, f), str(directory)) for d, _dirs, names in os.walk(str(directory))
+                  for f in names)
+
+
+def test_ansible_builder_creates_the_build_context(context, tarball):
+    output, directory = context
+    assert "Complete! The build context can be found at:" in output
+    files = context_files(directory)
+    assert "Containerfile" in files and "_build/requirements.yml" in files
+    assert "_build/collections/%s" % tarball.name in files
+
+
+def test_the_image_installs_the_tarball_of_make_build_whatever_its_version(context, galaxy):
+    _output, directory = context
+    containerfile = (directory / "Containerfile").read_text()
+    base = re.search(r'^ARG EE_BASE_IMAGE="([^"]*)"', containerfile, re.M).group(1)
+    # Fully qualified: the first component names a registry host, so no registries.conf decides.
+    assert "." in base.split("/", 1)[0] and base.count("/") >= 2, base
+    install = [line for line in containerfile.splitlines()
+               if line.startswith("RUN ") and "ansible-galaxy collection install --offline" in line]
+    assert len(install) == 1, containerfile
+    assert "collections/%s-%s-*.tar.gz" % (galaxy["namespace"], galaxy["name"]) in install[0]
+    for name in os.listdir(EE_DIR):
+        with open(os.path.join(EE_DIR, name), encoding="utf-8") as handle:
+            assert galaxy["version"] not in handle.read(), "%s writes the collection version by hand" % name
 
 
 def test_the_image_gets_the_versions_the_collection_is_tested_with(context):
-    _output, directory, _version = context
+    _output, directory = context
     tested = pins(os.path.join(ROOT, "tests", "requirements.txt"))
     containerfile = (directory / "Containerfile").read_text()
     refs = re.search(r'^ARG ANSIBLE_INSTALL_REFS="([^"]*)"', containerfile, re.M).group(1).split()
     assert "ansible-core==%s" % tested["ansible-core"] in refs
-    python = pins(str(directory / "_build" / "requirements.txt"))
-    assert python == {"jmespath": tested["jmespath"]}
-    assert (directory / "_build" / "bindep.txt").read_text() == open(os.path.join(META, "ee-bindep.txt")).read()
+    assert pins(str(directory / "_build" / "requirements.txt")) == {"jmespath": tested["jmespath"]}
+    with open(os.path.join(EE_DIR, "bindep.txt"), encoding="utf-8") as handle:
+        assert (directory / "_build" / "bindep.txt").read_text() == handle.read()
 
 
 def test_the_guide_shows_the_real_output(context):
-    _output, directory, _version = context
+    _output, directory = context
     with open(GUIDE, encoding="utf-8") as handle:
         guide = handle.read()
-    files = sorted("context/" + os.path.relpath(os.path.join(d, f), str(directory))
-                   for d, _dirs, names in os.walk(str(directory)) for f in names)
+    # The guide writes <version> where make build puts galaxy.yml's version.
+    files = [re.sub(r"-\d+\.\d+\.\d+\.tar\.gz$", "-<version>.tar.gz", "context/" + name) for name in context_files(directory)]
     shown = re.search(r"\$ find context -type f \| sort\n(.*?)\n\$ ", guide, re.S).group(1).splitlines()
     assert shown == files
     head = (directory / "Containerfile").read_text().splitlines()[:7]
     shown_head = re.search(r"\$ head -7 context/Containerfile\n(.*?)\n```", guide, re.S).group(1).splitlines()
     assert shown_head == head
+
+
+def test_manifest_of_the_tarball_names_this_collection(tarball, galaxy):
+    with tarfile.open(str(tarball)) as archive:
+        manifest = json.load(archive.extractfile("MANIFEST.json"))
+    info = manifest["collection_info"]
+    assert (info["namespace"], info["name"], info["version"]) == (galaxy["namespace"], galaxy["name"], galaxy["version"])
+    assert info["license"] == ["GPL-3.0-or-later"]
