@@ -39,7 +39,8 @@ DEFAULTS = {
         "policy": "after_drain",
         "rules": [],
         "user_events_at_once": False,
-        "freeze_max_duration": 9,
+        # Microsoft's sample approves a Freeze with 0 <= DurationInSeconds < 9: at most 8 s.
+        "freeze_max_duration": 8,
         "leader_only": False,
     },
     "log_format": "text",

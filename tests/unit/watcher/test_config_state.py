@@ -19,7 +19,7 @@ def test_an_empty_configuration_is_every_default():
     assert config["poll_interval"] == 1.0
     assert config["imds_url"] is None                    # the client then uses $AZURE_IMDS_URL or the real one
     assert config["approval"]["policy"] == "after_drain"
-    assert config["approval"]["freeze_max_duration"] == 9
+    assert config["approval"]["freeze_max_duration"] == 8
     assert config["handlers"] == []
 
 
