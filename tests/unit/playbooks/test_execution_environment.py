@@ -75,8 +75,12 @@ def tarball(tmp_path_factory, galaxy):
 def installed(tmp_path_factory, tarball):
     """The directory holding ansible_collections/ with the collection installed from the tarball."""
     where = tmp_path_factory.mktemp("installed")
-    rc, output = run([tool("ansible-galaxy"), "collection", "install", "--offline", "-p", str(where), str(tarball)])
+    # Only this directory is searched: under ansible-test the checkout itself is on the collections
+    # path, and ansible-galaxy would answer that the collection is installed already.
+    rc, output = run([tool("ansible-galaxy"), "collection", "install", "--offline", "-p", str(where), str(tarball)],
+                     env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(where)))
     assert rc == 0, output
+    assert (where / "ansible_collections" / "azure_imds" / "scheduled_events" / "MANIFEST.json").is_file(), output
     return where
 
 
