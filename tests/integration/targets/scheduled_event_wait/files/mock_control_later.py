@@ -4,12 +4,13 @@
 """Change the mock IMDS in the middle of a wait, when the wait has got that far (run as a
 background task started just before the wait).
 
-usage: mock_control_later.py CONTROL_URL STEPS_JSON [DEADLINE_SECONDS]
+usage: mock_control_later.py CONTROL_URL STEPS_JSON [DEADLINE_SECONDS [SINCE_SEQ]]
 
 STEPS_JSON is a list of steps, each {"when": CONDITION, "do": [ACTION, ...]}, run in order.
 A step's condition counts only what the audit recorded after the previous step's condition held
-(after the audit's last_seq when this script started, for the first step), so that a request
-answered while the previous step acted still counts; all its keys must hold:
+(after SINCE_SEQ for the first step: the audit's last_seq read when the task was templated, before
+it started; without it, the last_seq when this script started), so that a request answered while
+the previous step acted still counts; all its keys must hold:
   "requests": N        at least N IMDS requests were answered (or dropped) ...
   "vm": NAME           ... by this VM (default: any VM) ...
   "path": TEXT         ... to a path containing TEXT, such as "scheduledevents" (a wait with
@@ -92,7 +93,7 @@ def act(control_url, action):
 def main(argv):
     control_url, steps = argv[1], json.loads(argv[2])
     deadline = time.monotonic() + (float(argv[3]) if len(argv) > 3 else 600.0)
-    seq = audit_since(control_url, 0)["last_seq"]
+    seq = int(argv[4]) if len(argv) > 4 else audit_since(control_url, 0)["last_seq"]
     for number, step in enumerate(steps, 1):
         while True:
             audit = audit_since(control_url, seq)
