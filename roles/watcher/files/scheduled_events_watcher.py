@@ -285,11 +285,15 @@ class Watcher(object):
     def _deadline(self, seconds):
         return _imds.Deadline(seconds, clock=self._clock)
 
-    def request_stop(self):
-        """What SIGTERM and SIGINT do (from a signal handler: flags only, and abandoning a GET)."""
+    def mark_stop(self):
+        """What SIGTERM and SIGINT do first, from the signal handler: flags only. A second signal
+        may arrive while the first one's handler runs (its log line is out), and must count."""
         if self.stopping:
             self.hurry = True
         self.stopping = True
+
+    def abandon_get(self):
+        """Then, from the signal handler: abandon a GET that a stop may cut short."""
         if self.interruptible:
             self.interruptible = False
             raise _StopRequested()
@@ -1015,9 +1019,11 @@ def run_command(args, config, client, store, out):
     watcher = Watcher(config, client, log, store, dry_run=args.dry_run, telemetry=telemetry)
 
     def stop(signum, _frame):
+        again = watcher.stopping
+        watcher.mark_stop()
         log("info", "shutdown", "received %s%s" % (signal.Signals(signum).name, "; cutting the running handler short"
-                                                   if watcher.stopping else ""))
-        watcher.request_stop()
+                                                   if again else ""))
+        watcher.abandon_get()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
