@@ -42,6 +42,7 @@ if __name__ == "__main__":
 
 import _imds  # noqa: E402  pylint: disable=wrong-import-position
 import watcher_liveness  # noqa: E402  pylint: disable=wrong-import-position
+import watcher_notify  # noqa: E402  pylint: disable=wrong-import-position
 import watcher_processes  # noqa: E402  pylint: disable=wrong-import-position
 from watcher_config import (DEFAULT_CONFIG_PATH, ConfigError, check_config, load_config,  # noqa: E402
                             stop_timeout)
@@ -269,6 +270,9 @@ class Watcher(object):
         self.polls = 0
         self._loaded = None
         self._killed = []
+        # The notify action (watcher_notify): the transitions and their outbox, one sender per receiver.
+        self.notifications = None
+        self.senders = []
         self._warned = (None, set())
         # True only while a GET runs that a stop may abandon (see _StopRequested).
         self.interruptible = False
@@ -421,12 +425,51 @@ class Watcher(object):
         self.log.apply(self.planner.restore())
         for key, phase in self._killed:
             self.log.apply(self.planner.handler_killed(key, phase))
+        self._start_notify()
         self._persist()
         if self._runner is None:
             self._runner = PhaseRunner(self.config, self.log, self.resource_name, clock=self._clock,
                                        wall_clock=self._wall_clock, should_stop=lambda: self.stopping,
                                        on_spawned=self._handler_spawned, on_exited=self._handler_exited)
         return True
+
+    def _start_notify(self):
+        """The notify action, going on from the state file: unsent notifications are sent again."""
+        section = self._loaded.notify if self._loaded is not None else None
+        if not self.config["notify"]:
+            outbox = section.get("outbox") if isinstance(section, dict) else None
+            if outbox:
+                self.log("warning", "notify_discarded", "notify has no receivers now: %d unsent notification%s of "
+                         "the state file %s dropped" % (len(outbox), "" if len(outbox) == 1 else "s",
+                                                        "is" if len(outbox) == 1 else "are"))
+            return
+        self.notifications = watcher_notify.Notifications(self.config, self.resource_name, self.telemetry.version,
+                                                          wall_clock=self._wall_clock)
+        self.notifications.on_change = self.telemetry.notify_outbox
+        notes, problem = self.notifications.restore(section)
+        if problem is not None:
+            self.log("error", "state_unreadable", "the notify section of the state file cannot be used (%s); it is "
+                     "kept in set_aside and the events present now are notified again" % problem)
+            if self.store is not None and not self.dry_run:
+                self.store.put_aside("notify", section, problem)
+        for note in notes:
+            self.log("info", "notify_restored", note)
+        for line in watcher_notify.token_files_readable(self.config):
+            self.log("warning", "notify_token", line)
+        if self.dry_run:
+            return
+        if self.store is not None:
+            self.store.notify = self.notifications
+        self.senders = watcher_notify.senders_for(self.config, self.notifications, self.telemetry.version, self.log,
+                                                  self._persist_notify, self.telemetry)
+
+    def _persist_notify(self):
+        if self.store is not None:
+            self.store.write_now()
+
+    def _notify(self, document):
+        if self.notifications is not None:
+            self.log.apply(self.notifications.observe(document, keep=not self.dry_run))
 
     def _handler_spawned(self, entry):
         self.telemetry.handler_started()
@@ -492,6 +535,8 @@ class Watcher(object):
         self._log_warnings(document)
         self.telemetry.document(document, self.resource_name)
         self.log.apply(self.planner.observe(document.events, self._wall_clock(), document.incarnation))
+        # Queued now, sent once the next state write (the drain's, or the poll's last) holds them.
+        self._notify(document)
         # A new drain starts before anything else is written or sent: the first handler's start
         # is what the operator's clock runs against.
         self._dispatch()
@@ -672,23 +717,32 @@ class Watcher(object):
         self.guarded(self._persist)
 
     def run_once(self):
-        """One poll, then every job and approval it leads to. Exit status 1 if IMDS failed."""
+        """One poll, then every job and approval it leads to, then one attempt for each unsent
+        notification (in order per receiver, up to its first failure). Exit status 1 if IMDS failed."""
         polled = self.guarded(self.poll)
-        if not polled:
-            self._finish_running()
-            return EXIT_FAILED
-        while not self.stopping and self.planner.has_work():
-            self.guarded(self._dispatch)
-            if self.planner.running is None:
-                break
-            self.guarded(self._wait_results, 1.0)
+        if polled:
+            while not self.stopping and self.planner.has_work():
+                self.guarded(self._dispatch)
+                if self.planner.running is None:
+                    break
+                self.guarded(self._wait_results, 1.0)
         self._finish_running()
-        return EXIT_OK
+        for sender in self.senders:
+            if not self.stopping:
+                self.guarded(sender.send_pending_once)
+        return EXIT_OK if polled else EXIT_FAILED
 
     def run_forever(self):
-        while not self.stopping:
-            self.telemetry.loop()
-            self.guarded(self._iteration)
+        for sender in self.senders:
+            sender.start()
+        try:
+            while not self.stopping:
+                self.telemetry.loop()
+                self.guarded(self._iteration)
+        finally:
+            # What is unsent stays in the state file for the next start.
+            for sender in self.senders:
+                sender.stop()
         self._finish_running()
         self.log("info", "shutdown", "%s stopped" % PROGRAM)
         return EXIT_OK

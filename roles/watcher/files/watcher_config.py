@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+from urllib.parse import urlsplit
 
 import _imds
 
@@ -48,10 +49,20 @@ DEFAULTS = {
     # and a port on 127.0.0.1 serving /metrics (0: none).
     "metrics_textfile": None,
     "metrics_port": 0,
+    # Where each transition of an event is POSTed (docs/watcher.md, "Notify"): a list of targets
+    # {url, token_file, headers, timeout, max_attempts}; a target's timeout and max_attempts
+    # default to notify_timeout and notify_max_attempts.
+    "notify": [],
+    "notify_timeout": 10.0,
+    "notify_max_attempts": 20,
+    "notify_outbox_max": 1000,
 }
 
 HANDLER_KEYS = ("name", "phase", "event_types", "timeout", "command")
 RULE_KEYS = ("event_types", "event_sources", "policy")
+NOTIFY_KEYS = ("url", "token_file", "headers", "timeout", "max_attempts")
+# Headers the sender writes itself: a configured one would contradict the request.
+NOTIFY_RESERVED_HEADERS = ("host", "content-length", "content-type", "transfer-encoding", "connection")
 
 # The range of every number of the file, (minimum, maximum), both included. One table: the checks,
 # check-config and docs/watcher.md all follow it.
@@ -67,6 +78,12 @@ RANGES = {
     "freeze_max_duration": (0, 3600),
     # 0 is off; below 1024 needs privileges a sandboxed daemon should not have.
     "metrics_port": (1024, 65535),
+    # One POST to a receiver, all of it (connect, send, answer): a receiver that needs longer is broken.
+    "notify_timeout": (0.5, 120.0),
+    # With the backoff capped at a minute, 1000 attempts keep a notification for about 16 hours.
+    "notify_max_attempts": (1, 1000),
+    # Unsent notifications kept in the state file (about 1 KB each) while a receiver is down.
+    "notify_outbox_max": (10, 100000),
 }
 # What a stop may take beyond the running handler's SIGKILL: an approval in flight (request_timeout)
 # and writing the state.
@@ -253,7 +270,88 @@ def check_config(doc):
     _choice(config["log_format"], "log_format", LOG_FORMATS)
     config["metrics_textfile"] = check_metrics_textfile(config["metrics_textfile"])
     config["metrics_port"] = check_metrics_port(config["metrics_port"])
+    config["notify_timeout"] = _number(config["notify_timeout"], "notify_timeout")
+    for key in ("notify_max_attempts", "notify_outbox_max"):
+        config[key] = _number(config[key], key, integer=True, unit=None)
+    config["notify"] = check_notify(config["notify"], config)
     return config
+
+
+def check_notify_url(url, where):
+    """An http:// or https:// URL with a host: what the sender can POST to. Receivers are the
+    user's (an ansible-rulebook webhook, an EDA event stream), so any host is accepted."""
+    _string(url, where, allow_none=False)
+    form = ("Write for example http://eda.example.internal:5000/endpoint or the https:// URL of an EDA "
+            "controller event stream.")
+    if any(c.isspace() or ord(c) >= 127 for c in url):
+        raise ConfigError("%s %r holds whitespace or non-ASCII characters (percent-encode them). %s" % (where, url, form))
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError("%s %r is not a valid URL (%s): check the brackets of an IPv6 host and give the port as "
+                          "a number from 1 to 65535. %s" % (where, url, exc, form))
+    if parts.scheme not in ("http", "https") or not host:
+        raise ConfigError("%s %r is not an http:// or https:// URL with a host. %s" % (where, url, form))
+    if (port is not None and not 1 <= port <= 65535) or parts.netloc.endswith(":"):
+        raise ConfigError("%s %r has a port outside 1-65535. %s" % (where, url, form))
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError("%s %r carries a user name or password, which would end up in logs: put a token in a "
+                          "file and name it in token_file." % (where, url))
+    if parts.fragment or "#" in url:
+        raise ConfigError("%s %r carries a #fragment, which is never sent. %s" % (where, url, form))
+    return url
+
+
+def check_notify_headers(headers, where, has_token):
+    if headers is None:
+        return {}
+    if not isinstance(headers, dict):
+        raise ConfigError("%s must map header names to strings, such as {\"X-Team\": \"web\"}, got %r."
+                          % (where, headers))
+    for name, value in sorted(headers.items()):
+        if not re.match(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$", name):
+            raise ConfigError("%s: %r is not an HTTP header name (letters, digits and - are)." % (where, name))
+        if not isinstance(value, str) or _CONTROL_RE.search(value):
+            raise ConfigError("%s.%s must be a string without control characters, got %r." % (where, name, value))
+        if name.lower() in NOTIFY_RESERVED_HEADERS:
+            raise ConfigError("%s.%s is written by the watcher itself; leave it out." % (where, name))
+        if name.lower() == "authorization" and has_token:
+            raise ConfigError("%s.%s and token_file both set the Authorization header; keep one." % (where, name))
+    return dict(headers)
+
+
+def check_notify(targets, config):
+    """The notify targets, each complete: url, token_file, headers, timeout, max_attempts."""
+    if not isinstance(targets, list):
+        raise ConfigError("notify must be a list of targets such as [{\"url\": \"http://eda.example.internal:5000/"
+                          "endpoint\"}], got %r." % (targets,))
+    checked = []
+    for index, entry in enumerate(targets):
+        where = "notify[%d]" % index
+        _known_keys(entry, NOTIFY_KEYS, where)
+        if "url" not in entry:
+            raise ConfigError("%s needs a url." % where)
+        url = check_notify_url(entry["url"], where + ".url")
+        if any(target["url"] == url for target in checked):
+            raise ConfigError("%s.url %r is listed twice; each receiver once." % (where, url))
+        token_file = _string(entry.get("token_file"), where + ".token_file")
+        if token_file is not None and not os.path.isabs(token_file):
+            raise ConfigError("%s.token_file must be an absolute path (it is read at each send), got %r."
+                              % (where, token_file))
+        timeout = entry.get("timeout")
+        attempts = entry.get("max_attempts")
+        checked.append({
+            "url": url,
+            "token_file": token_file,
+            "headers": check_notify_headers(entry.get("headers"), where + ".headers", token_file is not None),
+            "timeout": config["notify_timeout"] if timeout is None
+            else _number(timeout, where + ".timeout", key="notify_timeout"),
+            "max_attempts": config["notify_max_attempts"] if attempts is None
+            else _number(attempts, where + ".max_attempts", key="notify_max_attempts", integer=True, unit=None),
+        })
+    return checked
 
 
 def check_metrics_port(value):

@@ -18,6 +18,8 @@ import json
 import math
 
 import _imds
+# One rule for when an event is gone, shared with the notify action and the EDA event source.
+from _transitions import GONE_AFTER_MISSING_POLLS
 
 # Phase outcomes that mean handlers ran (or may have run) and so owe a recover when the event ends.
 RECOVER_OWED_AFTER_DRAIN = ("succeeded", "failed", "interrupted")
@@ -30,9 +32,6 @@ STOPPED = "stopped"
 PHASE_OUTCOMES = (None, "running", "succeeded", "failed", "interrupted", "skipped")
 APPROVAL_OUTCOMES = (None, "sent", "retry", "failed", "withheld", "dry_run")
 POLICIES = (None, "after_drain", "immediate", "none")
-# An event is taken as gone when a document with a higher DocumentIncarnation lacks it, or when
-# this many documents in a row lack it: one empty document is not the end of a maintenance.
-GONE_AFTER_MISSING_POLLS = 2
 # A finished event of this VM is remembered this long, so that one that comes back (a transient
 # document without it) is never drained a second time.
 REMEMBER_FINISHED_SECONDS = 86400.0

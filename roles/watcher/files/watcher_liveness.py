@@ -332,6 +332,21 @@ class Telemetry(object):
     def state_written(self, outcome):
         self._record("state_written", outcome)
 
+    def notify_sent(self):
+        self._record("notification", "sent")
+
+    def notify_given_up(self):
+        self._record("notification", "failed")
+
+    def notify_attempt_failed(self):
+        self._record("notify_attempt_failed")
+
+    def notify_outbox(self, length, dropped):
+        """The outbox's length after a change; dropped: notifications it just pushed out."""
+        if dropped:
+            self._record("notification", "dropped", dropped)
+        self._record("outbox", length)
+
     def stopping(self):
         self.notify("STOPPING=1")
         self.publish()

@@ -175,13 +175,21 @@ class WatcherMetrics(object):
                                    preset=[()])
         self.state_writes = Counter("state_writes_total", "State-file writes by outcome.", ["outcome"],
                                     [("ok",), ("failed",)])
+        self.notifications = Counter("notifications_total", "Notifications of event transitions: sent (a receiver "
+                                     "answered 2xx), failed (given up after max_attempts), dropped (pushed out of a "
+                                     "full outbox).", ["outcome"], [("sent",), ("failed",), ("dropped",)])
+        self.notify_attempt_failures = Counter("notify_attempt_failures_total", "Failed attempts to POST a "
+                                               "notification (each retry counts).", preset=[()])
+        self.notify_outbox = Gauge("notify_outbox", "Notifications not yet sent to every receiver.")
         self.all = [self.build_info, self.start_time, self.last_loop, self.polls, self.poll_duration,
                     self.last_success, self.incarnation, self.events, self.events_seen, self.handler_runs,
                     self.handler_duration, self.handlers_running, self.approvals, self.to_drain, self.to_approval,
-                    self.late_drains, self.state_writes]
+                    self.late_drains, self.state_writes, self.notifications, self.notify_attempt_failures,
+                    self.notify_outbox]
         self.build_info.set(1, version)
         self.start_time.set(start_time)
         self.handlers_running.set(0)
+        self.notify_outbox.set(0)
         # EventId key -> wall-clock time this daemon first saw it (for the two notice histograms).
         self._first_seen = {}
 
@@ -246,6 +254,18 @@ class WatcherMetrics(object):
     def state_written(self, outcome):
         with self._lock:
             self.state_writes.inc(outcome)
+
+    def notification(self, outcome, amount=1):
+        with self._lock:
+            self.notifications.inc(outcome, amount=amount)
+
+    def notify_attempt_failed(self):
+        with self._lock:
+            self.notify_attempt_failures.inc()
+
+    def outbox(self, length):
+        with self._lock:
+            self.notify_outbox.set(length)
 
     def render(self):
         with self._lock:

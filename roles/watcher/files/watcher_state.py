@@ -8,20 +8,23 @@ old file, and the directory is fsynced so the rename itself survives a power cut
 instant the process or the machine dies, the file holds either the old or the new state, never
 a mix: that is what lets a restart neither repeat a drain nor forget a recover.
 
-The file (version 1; the last two keys are optional, so older files still load):
+The file (version 1; the last three keys are optional, so older files still load):
 
     {"version": 1, "resource_name": "web_0",
      "records": {"<lower-case EventId>": {...one record per event...}},
      "running_handlers": [{"pid", "pgid", "start_ticks", "boot_id", "event_key", "event_id",
                            "phase", "handler", "started_at"}],
-     "set_aside": [{"key", "record", "reason", "set_aside_at"}]}
+     "set_aside": [{"key", "record", "reason", "set_aside_at"}],
+     "notify": {"version", "tracker", "next_id", "outbox"}}
 
 running_handlers names the handler processes this watcher started and has not yet seen end: a
 watcher killed without its handlers finds them there at its next start. set_aside keeps the
-records a load could not use, as they were, so that nothing is lost.
+records a load could not use, as they were, so that nothing is lost. notify is the notify action's
+transition tracker and outbox (watcher_notify), present only when notify has receivers.
 
-Two threads write: the loop (records) and the thread that runs handlers (running_handlers). A
-lock orders them and each write carries the records as the loop last saved them.
+Several threads write: the loop (records), the thread that runs handlers (running_handlers) and
+the notify senders (the outbox). A lock orders them; each write carries the records as the loop
+last saved them and the notify section as it is at that moment.
 """
 
 import copy
@@ -45,13 +48,14 @@ class LoadedState(object):
     """What load() found: usable records, handler processes of a previous watcher, records set
     aside (now and earlier) and notes for the log (one line each)."""
 
-    __slots__ = ("records", "running_handlers", "set_aside", "notes")
+    __slots__ = ("records", "running_handlers", "set_aside", "notes", "notify")
 
-    def __init__(self, records=None, running_handlers=None, set_aside=None, notes=None):
+    def __init__(self, records=None, running_handlers=None, set_aside=None, notes=None, notify=None):
         self.records = records if records is not None else {}
         self.running_handlers = running_handlers if running_handlers is not None else []
         self.set_aside = set_aside if set_aside is not None else []
         self.notes = notes if notes is not None else []
+        self.notify = notify
 
     @property
     def note(self):
@@ -90,6 +94,9 @@ class StateStore(object):
         self.set_aside = []
         # on_write("ok" | "failed") after each attempt to write the file (the watcher's metrics).
         self.on_write = None
+        # The notify section's source: state_snapshot() in each write, state_written() once the
+        # file holds it (watcher_notify.Notifications), or None.
+        self.notify = None
 
     def ensure_directory(self):
         try:
@@ -136,7 +143,7 @@ class StateStore(object):
                                  % (self.path, exc, move_exc.strerror or move_exc))
             return LoadedState(notes=["the state file %s could not be read (%s); it was moved to %s and the "
                                       "watcher starts with an empty state" % (self.path, exc, aside)])
-        loaded = LoadedState()
+        loaded = LoadedState(notify=document.get("notify"))
         earlier = document.get("set_aside")
         loaded.set_aside = list(earlier) if isinstance(earlier, list) else []
         now = self._wall_clock()
@@ -176,6 +183,8 @@ class StateStore(object):
     def _serialise(self):
         document = {"version": STATE_VERSION, "resource_name": self._resource_name, "records": self._records,
                     "running_handlers": self.running_handlers, "set_aside": self.set_aside}
+        if self.notify is not None:
+            document["notify"] = self.notify.state_snapshot()
         return json.dumps(document, sort_keys=True, indent=1, allow_nan=False, default=str)
 
     def save(self, records, resource_name):
@@ -185,6 +194,16 @@ class StateStore(object):
             self._records = snapshot
             self._resource_name = resource_name
             return self._write()
+
+    def write_now(self):
+        """Write whatever changed (the notify outbox, from a sender thread)."""
+        with self._lock:
+            return self._write()
+
+    def put_aside(self, key, record, reason):
+        """Keep a part of the state that cannot be used, as it was, in set_aside."""
+        with self._lock:
+            self.set_aside.append({"key": key, "record": record, "reason": reason, "set_aside_at": self._wall_clock()})
 
     def handler_started(self, entry):
         """Note a running handler process (on disk before it may run: see watcher_processes)."""
@@ -202,6 +221,7 @@ class StateStore(object):
     def _write(self):
         text = self._serialise()
         if text == self._last_written:
+            self._written()
             return False
         try:
             replace_file(self.path, text.encode("utf-8") + b"\n", 0o600, durable=True)
@@ -210,7 +230,12 @@ class StateStore(object):
             raise
         self._report("ok")
         self._last_written = text
+        self._written()
         return True
+
+    def _written(self):
+        if self.notify is not None:
+            self.notify.state_written()
 
     def _report(self, outcome):
         if self.on_write is not None:

@@ -194,7 +194,8 @@ def test_every_metric_of_the_contract_is_published_with_its_labels(tmp_path, moc
                 "events": "gauge", "events_seen": "counter", "handler_runs": "counter",
                 "handler_duration_seconds": "histogram", "handlers_running": "gauge", "approvals": "counter",
                 "event_to_drain_start_seconds": "histogram", "event_to_approval_seconds": "histogram",
-                "drains_past_not_before": "counter", "state_writes": "counter"}
+                "drains_past_not_before": "counter", "state_writes": "counter", "notifications": "counter",
+                "notify_attempt_failures": "counter", "notify_outbox": "gauge"}
     assert found == dict((watcher_metrics.PREFIX + name, kind) for name, kind in expected.items())
     parsed = samples(textfile.read_text())
     outcomes = set(dict(labels)["outcome"] for (name, labels) in parsed if name.endswith("polls_total"))
@@ -426,7 +427,9 @@ def copy_watcher(directory):
     for name in os.listdir(WATCHER_FILES):
         if name.endswith(".py"):
             shutil.copy(os.path.join(WATCHER_FILES, name), str(directory))
-    shutil.copy(os.path.join(ROOT, "plugins", "module_utils", "_imds.py"), str(directory))
+    # What the role installs beside the daemon (roles/watcher/vars/main.yml, _watcher_shared_files).
+    for name in ("_imds.py", "_transitions.py"):
+        shutil.copy(os.path.join(ROOT, "plugins", "module_utils", name), str(directory))
     return os.path.join(str(directory), "scheduled_events_watcher.py")
 
 
