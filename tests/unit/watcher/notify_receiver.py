@@ -59,6 +59,9 @@ class Receiver(object):
                     body = json.loads(raw.decode("utf-8"))
                 except ValueError:
                     body = {"unparsable": raw.decode("utf-8", "replace")}
+                with receiver.arrived:
+                    receiver.arrivals += 1
+                    receiver.arrived.notify_all()
                 receiver.release.wait(120)
                 status = receiver.status
                 with receiver.arrived:
@@ -76,6 +79,7 @@ class Receiver(object):
                 pass
 
         self.refused = []
+        self.arrivals = 0
         self.server = _Server(("127.0.0.1", port or free_port()), Handler)
         self.port = self.server.server_address[1]
         thread = threading.Thread(target=self.server.serve_forever, name="receiver")
@@ -100,10 +104,14 @@ class Receiver(object):
 
     def wait_for(self, predicate, timeout):
         """Wait until predicate(bodies) is true; returns it. timeout only bounds a hang."""
+        return self.wait_until(lambda: predicate([post["body"] for post in self.posts]), timeout)
+
+    def wait_until(self, condition, timeout):
+        """Wait until condition() (called under the receiver's lock) is true; returns it."""
         end = time.monotonic() + timeout
         with self.arrived:
             while True:
-                result = predicate([post["body"] for post in self.posts])
+                result = condition()
                 left = end - time.monotonic()
                 if result or left <= 0:
                     return result
