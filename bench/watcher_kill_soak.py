@@ -12,7 +12,11 @@ seeded plan says, and append one JSON line when they start and one when they end
     after their drain, started by the platform at NotBefore, cancelled, started or ended early by
     the platform, or shown already Started; a few name only the other VM of the availability set;
   - the daemon is killed with SIGKILL --kills times at random moments, many of them while a drain
-    handler runs, and a few times stopped with SIGTERM; each time it is started again.
+    handler runs, and a few times stopped with SIGTERM; each time it is started again;
+  - its notify action POSTs every transition (scheduled, started, ended, cancelled) to a stand-in
+    receiver on 127.0.0.1 (tests/unit/watcher/notify_receiver.py), which counts them. The soak
+    reads the state file's outbox at each step of its loop: a notification seen there was
+    recorded, and must reach the receiver (at least once: duplicates are counted and printed).
 
 A sampler reads /proc every 0.1 s to see which handler processes are alive (handlers carry a
 variable of this run in their environment). At the end every event is ended, the daemon gets a
@@ -41,8 +45,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DAEMON = os.path.join(ROOT, "roles", "watcher", "files", "scheduled_events_watcher.py")
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "watcher"))
 
 from mock_imds_helpers import MockControlError, spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from notify_receiver import Receiver  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 VM = "vm0"
 OTHER_VM = "vm1"
@@ -77,6 +83,10 @@ STOP_BOUND = LONGEST_LIMIT + KILL_GRACE + REQUEST_TIMEOUT + 15.0
 # What the drain-out leaves for the last stop, which usually waits for one handler.
 LAST_STOP_ALLOWANCE = LONGEST_LIMIT + KILL_GRACE + REQUEST_TIMEOUT
 MAX_ACTIVE_EVENTS = 4
+
+NOTIFY_TIMEOUT = 5.0
+# What the drain-out waits, at most, for the last notifications after the last recover ran.
+NOTIFY_SETTLE = 20.0
 
 HANDLER_SCRIPT = r"""#!/bin/sh
 # Soak handler {phase}/{name}: sleeps, exits and treats SIGTERM as the soak's plan for this event says.
@@ -225,6 +235,9 @@ class Soak(object):
         self.final_leftovers = []
         self.t0 = time.time()
         self.main_start = self.t0
+        self.receiver = Receiver()
+        # notification_id -> first time the soak saw it in the state file's outbox (recorded).
+        self.recorded = {}
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -259,6 +272,8 @@ class Soak(object):
                 # Every event of this VM gets after_drain, so every approval must follow a whole drain.
                 "approval": {"freeze_max_duration": None},
                 "log_format": "json",
+                # The receiver is always up here: no notification may be given up.
+                "notify": [{"url": self.receiver.url, "timeout": NOTIFY_TIMEOUT, "max_attempts": 1000}],
             }, handle)
         os.chmod(self.config, 0o600)
 
@@ -452,6 +467,7 @@ class Soak(object):
                 # Ahead of the even pace on average: the cap on active events may hold some back.
                 next_event = now + rng.uniform(0.3, 1.2) * spacing
             self.check_unasked_exit()
+            self.sample_outbox()
             if self.daemon is None and down_until is None:
                 down_until = now + self._plan_downtime()
             if self.daemon is None:
@@ -579,9 +595,11 @@ class Soak(object):
                 self.start_daemon()
                 quiet_from = self.gens[-1]["start"] + KILL_GRACE + STARTUP_MARGIN + TIMING_MARGIN
             self.read_handler_log()
-            if time.time() >= quiet_from and not self.owed_recovers_pending() and not self.sampler.scan():
-                self.drain_out_note = "every owed recover ran %.1fs after the last event was ended" % (
-                    time.time() - started)
+            outbox = self.sample_outbox()
+            if time.time() >= quiet_from and not self.owed_recovers_pending() and not self.sampler.scan() \
+                    and (outbox == [] or time.time() > deadline - NOTIFY_SETTLE):
+                self.drain_out_note = "every owed recover ran %.1fs after the last event was ended%s" % (
+                    time.time() - started, "" if outbox == [] else "; %d notifications still unsent" % len(outbox or ()))
                 break
             time.sleep(0.25)
         else:
@@ -590,6 +608,18 @@ class Soak(object):
         self.stop_daemon()
         time.sleep(2 * SAMPLE_PERIOD)
         self.final_leftovers = self.sampler.scan()
+
+    def sample_outbox(self):
+        """The outbox in the state file now (None if it cannot be read); notes what it records."""
+        try:
+            with open(os.path.join(self.state_dir, "state.json")) as handle:
+                outbox = json.load(handle).get("notify", {}).get("outbox")
+        except (OSError, ValueError, AttributeError):
+            return None
+        now = time.time()
+        for entry in outbox or ():
+            self.recorded.setdefault(entry["body"]["notification_id"], now)
+        return outbox
 
     def owed_recovers_pending(self):
         started = {}
@@ -807,7 +837,54 @@ def check(soak):
     found["handlers alive after the final stop"] = ["pid %d (session %d) of %s, phase %s" % item
                                                     for item in soak.final_leftovers]
     found["state left running after the final stop"] = state_leftovers(soak.state_dir)
+    found["notifications lost"] = notifications_lost(soak, by_event, ended_at)
     return found, instances, ended_at, approvals
+
+
+# What a notification implies the same watcher memory recorded before it (the tracker and the
+# outbox are written together, so those are on disk too): they must have arrived as well.
+IMPLIED = {"started": lambda body: ["scheduled"] if body["seen_scheduled"] else [],
+           "ended": lambda body: ["started"] + (["scheduled"] if body["seen_scheduled"] else []),
+           "cancelled": lambda body: ["scheduled"]}
+
+
+def notifications_lost(soak, runs_by_event, ended_at):
+    """Notifications the watcher recorded that never reached the receiver: seen in the state
+    file's outbox; implied by one that arrived; the first one of an event a handler ran for (its
+    state write, notify section included, came before the handler started); the end of an event
+    the receiver heard of and the mock ended."""
+    received = {}
+    for body in soak.receiver.bodies():
+        received.setdefault(body["scheduled_event"]["event_id"].upper(), {})[body["type"]] = body
+    got = set(body["notification_id"] for body in soak.receiver.bodies())
+    lost = ["%s: in the outbox at %.3f, never received" % (nid, moment)
+            for nid, moment in sorted(soak.recorded.items(), key=lambda item: item[1]) if nid not in got]
+    for event_id, kinds in sorted(received.items()):
+        for kind, body in sorted(kinds.items()):
+            for needed in IMPLIED.get(kind, lambda _b: [])(body):
+                if needed not in kinds:
+                    lost.append("%s: %s received, %s (recorded before it) never" % (event_id, kind, needed))
+        if event_id in ended_at and not set(kinds) & {"ended", "cancelled"}:
+            lost.append("%s: ended at %.3f, received %s but no end" % (event_id, ended_at[event_id], sorted(kinds)))
+    for event_id, runs in sorted(runs_by_event.items()):
+        if runs and event_id not in received:
+            lost.append("%s: handlers ran for it (%s), no notification received" % (event_id, describe_runs(runs)))
+    return dedupe(lost)
+
+
+def notify_figures(soak):
+    bodies = soak.receiver.bodies()
+    counts, kinds = {}, {}
+    for body in bodies:
+        counts[body["notification_id"]] = counts.get(body["notification_id"], 0) + 1
+        kinds[body["type"]] = kinds.get(body["type"], 0) + 1
+    duplicated = dict((nid, n) for nid, n in counts.items() if n > 1)
+    heard = set(body["scheduled_event"]["event_id"].upper() for body in bodies)
+    return {"received": len(bodies), "distinct": len(counts), "kinds": kinds,
+            "duplicates": sum(n - 1 for n in duplicated.values()), "duplicated": len(duplicated),
+            "recorded_seen": len(soak.recorded), "events_heard": len(heard),
+            "events_unheard": sorted("%s (%s, %s)" % (eid, soak.events[eid]["type"], soak.events[eid]["fate"])
+                                     for eid in soak.events if eid not in heard)}
 
 
 def describe_runs(runs):
@@ -858,8 +935,9 @@ COUNTS = (
     "daemon exits nobody asked for",
     "handlers alive after the final stop",
     "state left running after the final stop",
+    "notifications lost",
 )
-REQUIRED = COUNTS[:6]
+REQUIRED = COUNTS[:6] + ("notifications lost",)
 
 
 def lifecycle_summary(soak, ended_at, approvals):
@@ -895,6 +973,8 @@ def end_everything(soak, mock):
                 except ProcessLookupError:
                     pass
             time.sleep(0.1)
+    if soak is not None:
+        soak.receiver.stop()
     if mock is not None:
         mock.stop()
 
@@ -942,6 +1022,7 @@ def main(argv=None):
     try:
         mock = spawn_mock(["--quiet", "--fleet", "avset:%s,%s" % (VM, OTHER_VM), "--default-vm", VM])
         soak = Soak(args, workdir, mock)
+        soak.receiver.start()
         soak.write_setup()
         soak.sampler.start()
         # The drain-out: the recovers queued behind kills all run at the end, one at a time.
@@ -983,6 +1064,15 @@ def report(soak, found, instances, ended_at, approvals):
     print("restarts:            %d" % (len(soak.gens) - 1))
     print("handler runs:        %d (%s)" % (len(instances), ", ".join("%s %d" % i for i in sorted(phases.items()))))
     print("drain-out:           %s" % soak.drain_out_note)
+    notify = notify_figures(soak)
+    print("notifications:       %d received (%s), %d distinct; %d seen recorded in the outbox"
+          % (notify["received"], ", ".join("%s %d" % item for item in sorted(notify["kinds"].items())),
+             notify["distinct"], notify["recorded_seen"]))
+    print("  duplicates:        %d (%d notifications arrived more than once: at least once, after kills)"
+          % (notify["duplicates"], notify["duplicated"]))
+    print("  events:            %d of %d named by a notification%s"
+          % (notify["events_heard"], len(soak.events), "; never seen by a running watcher (no handler ran either): %s"
+             % ", ".join(notify["events_unheard"]) if notify["events_unheard"] else ""))
     print()
     print("count (each must be 0)")
     violations = 0
