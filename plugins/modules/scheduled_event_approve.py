@@ -98,10 +98,21 @@ EXAMPLES = r"""
     msg: "approved {{ approval.approved }}, already started {{ approval.already_started }}"
   when: approval is not skipped
 
-- name: Approve the freezes of this VM at once (a pause of a few seconds)
-  azure_imds.scheduled_events.scheduled_event_approve:
+- name: Read the freezes planned for this VM
+  azure_imds.scheduled_events.scheduled_event_info:
     event_types: [Freeze]
     event_statuses: [Scheduled]
+    this_host_only: true
+  register: freezes
+
+# Microsoft's sample approves a Freeze at once when 0 <= DurationInSeconds < 9; -1 is unknown.
+- name: Approve at once the freezes announced as shorter than 9 seconds
+  azure_imds.scheduled_events.scheduled_event_approve:
+    event_ids: "{{ short }}"
+  vars:
+    short: "{{ freezes.events | selectattr('duration_in_seconds', 'ge', 0) | selectattr('duration_in_seconds', 'lt', 9)
+               | map(attribute='event_id') | list }}"
+  when: short | length > 0
 
 - name: On every VM of an availability set, let only the first VM named by each event approve it
   azure_imds.scheduled_events.scheduled_event_approve:

@@ -13,9 +13,10 @@ module: scheduled_event_info
 short_description: Read the Azure Scheduled Events of this VM from the Instance Metadata Service
 version_added: 0.1.0
 description:
-  - Reads the Scheduled Events document (reboots, freezes, redeploys, Spot evictions, scale set
-    deletions the platform has planned) from the Azure Instance Metadata Service (IMDS), and
-    returns the events that pass the filters, normalised and sorted by C(NotBefore).
+  - Reads the Scheduled Events document (the reboots, freezes, redeploys and Spot evictions planned
+    for the VM, and deletions of scale set VMs when the scale set has terminate notifications
+    enabled) from the Azure Instance Metadata Service (IMDS), and returns the events that pass the
+    filters, normalised and sorted by C(NotBefore).
   - IMDS answers only from inside the VM, so this module runs on the managed VM. It needs nothing
     there but Python 3.
   - Events of an availability set or scale set placement group are shown to every VM of the group;

@@ -99,7 +99,8 @@ options:
   this_host_only:
     description:
       - Keep only events whose C(Resources) name this VM (see O(resource_name)); events of an
-        availability set or scale set are otherwise shown to every VM of the group.
+        availability set or of a scale set placement group are otherwise shown to every VM of the
+        group.
     type: bool
     default: false
   timeout:
@@ -179,16 +180,14 @@ EXAMPLES = r"""
       ansible.builtin.debug:
         msg: "Draining {{ planned.resource_name }} for {{ planned.events | map(attribute='event_type') | join(', ') }}"
 
-    - name: Approve the events so that they start now rather than at NotBefore
+    - name: Approve the events so that they may start now rather than at NotBefore
       azure_imds.scheduled_events.scheduled_event_approve:
         event_ids: "{{ planned.events | map(attribute='event_id') }}"
 
-    - name: Wait until the platform has acted on the approval (the document changes)
-      azure_imds.scheduled_events.scheduled_event_wait:
-        state: changed
-        since_incarnation: "{{ planned.document_incarnation }}"
-        timeout: 300
-
+    # An approval is a request, not a start: on a host shared with other tenants Azure waits for
+    # them or for NotBefore (15 minutes of notice for a Reboot), and a change of the document may
+    # be about another event. So wait for these EventIds to leave the document, with a timeout
+    # that covers NotBefore and the maintenance itself (about 10 minutes Started).
     - name: Wait until every approved event has left the document; the VM may reboot meanwhile
       azure_imds.scheduled_events.scheduled_event_wait:
         state: completed
