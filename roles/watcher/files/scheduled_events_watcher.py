@@ -442,6 +442,8 @@ class Watcher(object):
                 self.log("warning", "notify_discarded", "notify has no receivers now: %d unsent notification%s of "
                          "the state file %s dropped" % (len(outbox), "" if len(outbox) == 1 else "s",
                                                         "is" if len(outbox) == 1 else "are"))
+            if self.store is not None and not self.dry_run:
+                self.store.forget_notify()
             return
         self.notifications = watcher_notify.Notifications(self.config, self.resource_name, self.telemetry.version,
                                                           wall_clock=self._wall_clock)
@@ -756,9 +758,10 @@ def status_report(config, client, store):
     """What the watcher sees and remembers, as a JSON-able dict. Raises ImdsError."""
     name = config["resource_name"] or client.get_vm_name(deadline=_imds.Deadline(config["first_request_timeout"]))
     document = client.get_scheduled_events(deadline=_imds.Deadline(config["first_request_timeout"]))
+    notify_section = None
     try:
         loaded = store.load(read_only=True, check_record=check_record)
-        records, note = loaded.records, loaded.note
+        records, note, notify_section = loaded.records, loaded.note, loaded.notify
     except StateError as exc:
         # Reading the state takes root under the service's defaults; the events are still worth showing.
         records, note = {}, str(exc)
@@ -776,7 +779,19 @@ def status_report(config, client, store):
     remembered = dict((k, r) for k, r in records.items() if k not in present)
     return {"resource_name": name, "imds_url": client.scheduled_events_url(),
             "document_incarnation": document.incarnation, "document_warnings": list(document.warnings),
-            "events": events, "state_file": store.path, "state_note": note, "remembered": remembered}
+            "events": events, "state_file": store.path, "state_note": note, "remembered": remembered,
+            "notify": notify_status(config, notify_section)}
+
+
+def notify_status(config, section):
+    """The notify action as the state file has it: receivers and what waits for each."""
+    outbox = section.get("outbox") if isinstance(section, dict) else None
+    outbox = outbox if isinstance(outbox, list) else []
+    receivers = []
+    for target in config["notify"]:
+        waiting = sum(1 for entry in outbox if isinstance(entry, dict) and target["url"] in (entry.get("pending") or ()))
+        receivers.append({"url": watcher_notify.safe_url(target["url"]), "unsent": waiting})
+    return {"receivers": receivers, "unsent": len(outbox)}
 
 
 def print_status(report, out):
@@ -799,6 +814,8 @@ def print_status(report, out):
         write("      watcher: %s\n" % ("not seen yet" if watcher is None else ", ".join(
             "%s %s" % (k, watcher[k] or "-") for k in ("drain", "approval", "started", "recover"))))
     write("state:     %s%s\n" % (report["state_file"], " (%s)" % report["state_note"] if report["state_note"] else ""))
+    for receiver in report["notify"]["receivers"]:
+        write("notify:    %s, %d unsent\n" % (escape_text(receiver["url"]), receiver["unsent"]))
     for key, record in sorted(report["remembered"].items()):
         write("  %s  no longer in the document: drain %s, started %s, recover %s\n"
               % (escape_text(record["event"].get("event_id") or key), record["drain"] or "-", record["started"] or "-",

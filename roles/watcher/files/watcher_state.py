@@ -97,6 +97,10 @@ class StateStore(object):
         # The notify section's source: state_snapshot() in each write, state_written() once the
         # file holds it (watcher_notify.Notifications), or None.
         self.notify = None
+        # The notify section as loaded, written back as it was until self.notify takes over (or
+        # forget_notify()): a write before that (ending a killed predecessor's handlers) must not
+        # lose the outbox and the tracker's memory.
+        self._notify_loaded = None
 
     def ensure_directory(self):
         try:
@@ -174,6 +178,7 @@ class StateStore(object):
                 put_aside("running_handlers[%d]" % index, entry, problem, "entry")
         with self._lock:
             self._resource_name = document.get("resource_name")
+            self._notify_loaded = copy.deepcopy(loaded.notify)
             self._records = copy.deepcopy(loaded.records)
             self.running_handlers = list(loaded.running_handlers)
             self.set_aside = list(loaded.set_aside)
@@ -185,6 +190,8 @@ class StateStore(object):
                     "running_handlers": self.running_handlers, "set_aside": self.set_aside}
         if self.notify is not None:
             document["notify"] = self.notify.state_snapshot()
+        elif self._notify_loaded is not None:
+            document["notify"] = self._notify_loaded
         return json.dumps(document, sort_keys=True, indent=1, allow_nan=False, default=str)
 
     def save(self, records, resource_name):
@@ -194,6 +201,11 @@ class StateStore(object):
             self._records = snapshot
             self._resource_name = resource_name
             return self._write()
+
+    def forget_notify(self):
+        """The next write leaves the notify section out (the watcher has no receivers now)."""
+        with self._lock:
+            self._notify_loaded = None
 
     def write_now(self):
         """Write whatever changed (the notify outbox, from a sender thread)."""

@@ -7,6 +7,7 @@ import json
 import random
 import socket
 import socketserver
+import subprocess
 import threading
 import time
 
@@ -48,7 +49,8 @@ class Receiver(object):
         self.server = None
         self.port = None
 
-    def start(self, port=None):
+    def start(self, port=None, tls=None):
+        """tls: (certificate file, key file) to answer https."""
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -82,6 +84,13 @@ class Receiver(object):
         self.arrivals = 0
         self.server = _Server(("127.0.0.1", port or free_port()), Handler)
         self.port = self.server.server_address[1]
+        self.scheme = "http"
+        if tls is not None:
+            import ssl  # pylint: disable=import-outside-toplevel
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            self.scheme = "https"
         thread = threading.Thread(target=self.server.serve_forever, name="receiver")
         thread.daemon = True
         thread.start()
@@ -89,7 +98,7 @@ class Receiver(object):
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d/endpoint" % self.port
+        return "%s://127.0.0.1:%d/endpoint" % (self.scheme, self.port)
 
     def stop(self):
         if self.server is not None:
@@ -116,3 +125,12 @@ class Receiver(object):
                 if result or left <= 0:
                     return result
                 self.arrived.wait(min(left, 0.5))
+
+
+def self_signed_certificate(directory):
+    """(certificate, key) for 127.0.0.1, made by openssl (which the notify TLS tests need)."""
+    cert, key = "%s/receiver.crt" % directory, "%s/receiver.key" % directory
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True, timeout=120)
+    return cert, key

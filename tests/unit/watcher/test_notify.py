@@ -17,7 +17,7 @@ from watcher_state import StateStore
 
 from .conftest import DAEMON
 from .helpers import ID_A, ID_B, ID_C, LogSink, event
-from .notify_receiver import Receiver, free_port
+from .notify_receiver import Receiver, free_port, self_signed_certificate
 
 RECEIVER_WAIT = 60.0         # only bounds a hang
 
@@ -220,6 +220,29 @@ def test_restore_goes_on_and_drops_receivers_no_longer_configured(tmp_path):
     assert [line.action for line in lines] == ["notify_queued"] and "cancelled" in lines[0].message
 
 
+def test_a_write_before_notify_is_wired_keeps_the_loaded_section(tmp_path):
+    """A restarted watcher writes the state when it ends its killed predecessor's handlers, before
+    its notify action is set up: the outbox and the tracker's memory must survive that write
+    (the kill soak lost the end of four events when they did not)."""
+    _cfg, store, notifications, _senders, _log, _metrics = wired(tmp_path, [{"url": "http://127.0.0.1:9/x"}])
+    notifications.observe(doc(event(ID_A)))
+    store.write_now()
+    with open(store.path) as handle:
+        section = json.load(handle)["notify"]
+    restarted = StateStore(store.directory)
+    restarted.load()
+    leftover = {"pid": 4242, "pgid": 4242, "start_ticks": 1, "boot_id": "b", "event_key": ID_A.lower(),
+                "event_id": ID_A, "phase": "drain", "handler": "10-lb", "started_at": 1.0}
+    restarted.handler_started(leftover)
+    restarted.handler_ended(4242)
+    with open(store.path) as handle:
+        assert json.load(handle)["notify"] == section
+    restarted.forget_notify()
+    restarted.handler_started(leftover)
+    with open(store.path) as handle:
+        assert "notify" not in json.load(handle)
+
+
 @pytest.mark.parametrize("section, problem", [
     ({"version": 1, "next_id": 1, "outbox": [], "tracker": {"version": 7}}, "tracker: version: 7"),
     ({"version": 1, "next_id": 2, "outbox": [{"id": 5, "body": {"type": "x"}, "pending": []}], "tracker": {}},
@@ -342,6 +365,20 @@ def test_a_receiver_that_hangs_is_cut_at_the_timeout(tmp_path, receiver):
     with pytest.raises(watcher_notify.SendFailure, match="no answer within 0.5s"):
         watcher_notify.post(cfg["notify"][0], {"type": "scheduled"}, "1")
     assert receiver.posts == []
+
+
+def test_https_is_verified_against_the_system_authorities_and_works_with_a_trusted_one(tmp_path, receiver):
+    import ssl  # pylint: disable=import-outside-toplevel
+
+    cert, key = self_signed_certificate(str(tmp_path))
+    receiver.start(tls=(cert, key))
+    target = notify_config(tmp_path, [{"url": receiver.url, "timeout": 30}])["notify"][0]
+    with pytest.raises(watcher_notify.SendFailure, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+        watcher_notify.post(target, {"type": "scheduled"}, "1")
+    assert receiver.posts == []
+    trusted = ssl.create_default_context(cafile=cert)
+    assert watcher_notify.post(target, {"type": "scheduled"}, "1", tls=trusted) == 200
+    assert receiver.bodies() == [{"type": "scheduled"}]
 
 
 def test_the_loop_hands_transitions_to_the_notify_action(tmp_path, receiver):

@@ -11,7 +11,7 @@ import pytest
 from mock_imds_helpers import start_mock
 
 from .helpers import ID_A
-from .notify_receiver import Receiver, free_port
+from .notify_receiver import Receiver, free_port, self_signed_certificate
 from .test_e2e_mock import FLEET, Vm
 from .test_operations import GALAXY_VERSION
 
@@ -112,6 +112,9 @@ def test_a_receiver_down_across_a_restart_gets_everything_once_it_is_up(tmp_path
     out = vm.once()                 # a restart; the mock started the event on approval
     assert [e["body"]["type"] for e in outbox(vm)] == ["scheduled", "started"]
     assert "1 notification from before the restart still to send" in out
+    argv, env = vm.command("status")
+    status = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, check=False)
+    assert "notify:    %s, 2 unsent" % url in status.stdout.decode()
     receiver.start(port)
     vm.once()
     assert kinds(receiver.bodies()) == [(eid, "scheduled"), (eid, "started")]
@@ -149,3 +152,16 @@ def test_without_receivers_no_notify_state_is_kept(tmp_path, mock):
     vm.once()
     with open(str(vm.root / "state" / "state.json")) as handle:
         assert "notify" not in json.load(handle)
+
+
+def test_the_daemon_loads_tls_for_an_https_receiver(tmp_path, mock, receiver):
+    """The daemon keeps ssl out of its imports (IMDS is plain HTTP) and loads it for an https
+    receiver: an untrusted certificate is a logged, retried failure, not an internal error."""
+    receiver.start(tls=self_signed_certificate(str(tmp_path)))
+    vm = Vm(tmp_path, mock, notify=[{"url": receiver.url}])
+    eid = vm.event(event_type="Reboot", resources=["web_0"])
+    out = vm.once()
+    assert "notify %s: event %s scheduled: attempt 1 of 20 failed" % (receiver.url, eid) in out
+    assert "certificate verify failed" in out.lower() or "CERTIFICATE_VERIFY_FAILED" in out
+    assert "internal error" not in out and "Traceback" not in out
+    assert [e["body"]["type"] for e in outbox(vm)] == ["scheduled"]
