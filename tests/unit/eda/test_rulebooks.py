@@ -17,9 +17,10 @@ import urllib.request
 import pytest
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _transitions
-from awx_standin import AwxStandIn  # pylint: disable=import-error
-from conftest import ENGINE_START_TIMEOUT, PLAYBOOK_TIMEOUT, wait_until  # pylint: disable=import-error
 from mock_imds_helpers import start_mock  # pylint: disable=import-error
+
+from .awx_standin import AwxStandIn
+from .conftest import ENGINE_START_TIMEOUT, PLAYBOOK_TIMEOUT, wait_until
 
 FLEET = {"default_vm": "web_1",
          "groups": [{"name": "avset1", "kind": "availability_set", "vms": ["web_0", "web_1", "web_2"]}]}
