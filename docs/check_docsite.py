@@ -36,11 +36,8 @@ import zlib
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
-import collection_path  # noqa: E402  pylint: disable=wrong-import-position
-
-NAMESPACE, NAME = "azure_imds", "scheduled_events"
-COLLECTION = "%s.%s" % (NAMESPACE, NAME)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from generate_reference import COLLECTION, NAME, NAMESPACE, collections_path  # noqa: E402  pylint: disable=wrong-import-position
 ANSIBLE_DOCSITE = "https://docs.ansible.com/projects/ansible/devel/"
 # Labels of the Ansible docsite that generated plugin pages refer to, and their pages there.
 ANSIBLE_LABELS = {
@@ -54,13 +51,6 @@ ANSIBLE_LABELS = {
 
 class CheckError(Exception):
     """A step failed; the message says which and shows its output."""
-
-
-def collections_path():
-    for entry in (os.environ.get("ANSIBLE_COLLECTIONS_PATH") or "").split(os.pathsep):
-        if entry and os.path.isfile(os.path.join(entry, "ansible_collections", NAMESPACE, NAME, "galaxy.yml")):
-            return entry
-    return collection_path.collections_dir(ROOT)
 
 
 def environment(path):
