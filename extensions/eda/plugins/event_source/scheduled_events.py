@@ -188,9 +188,12 @@ def _flag(args, name, default):
 
 def _number(args, name, default, minimum, maximum):
     value = args.get(name, default)
-    if isinstance(value, str):
+    text = value.strip() if isinstance(value, str) else None
+    if text and all(c in "0123456789+-.eE" for c in text):
+        # A templated rulebook value arrives as text; only plain ASCII number text is read as a
+        # number (float() would also take "nan", "inf" and digits of other scripts).
         try:
-            value = float(value)
+            value = float(text)
         except ValueError:
             pass
     return _imds.check_number(value, name, minimum, maximum)
