@@ -178,24 +178,24 @@ class Notifications(object):
                 event_id = transition["scheduled_event"].get("event_id")
                 if not keep:
                     lines.append(Log("info", "dry_run", "DRY RUN: would notify %d receiver%s: event %s %s"
-                                           % (len(self.targets), "" if len(self.targets) == 1 else "s", event_id,
-                                              transition["type"]), event_id=event_id, transition=transition["type"]))
+                                     % (len(self.targets), "" if len(self.targets) == 1 else "s", event_id,
+                                        transition["type"]), event_id=event_id, transition=transition["type"]))
                     continue
                 self.outbox.append({"id": self.next_id, "body": body, "pending": list(self.targets)})
                 self.next_id += 1
                 lines.append(Log("info", "notify_queued", "event %s %s: notifying %d receiver%s"
-                                       % (event_id, transition["type"], len(self.targets),
-                                          "" if len(self.targets) == 1 else "s"),
-                                       event_id=event_id, transition=transition["type"]))
+                                 % (event_id, transition["type"], len(self.targets),
+                                    "" if len(self.targets) == 1 else "s"),
+                                 event_id=event_id, transition=transition["type"]))
             while len(self.outbox) > self.limit:
                 self.outbox.pop(0)
                 dropped_now += 1
             self.dropped += dropped_now
         if dropped_now:
             lines.append(Log("error", "notify_dropped", "the notify outbox is full (notify_outbox_max %d): the "
-                                   "%d oldest unsent notification%s dropped (%d since start); is a receiver down?"
-                                   % (self.limit, dropped_now, " was" if dropped_now == 1 else "s were", self.dropped),
-                                   dropped=dropped_now))
+                             "%d oldest unsent notification%s dropped (%d since start); is a receiver down?"
+                             % (self.limit, dropped_now, " was" if dropped_now == 1 else "s were", self.dropped),
+                             dropped=dropped_now))
         if transitions and keep:
             self._changed(dropped_now)
         return lines
@@ -368,8 +368,6 @@ def post(target, body, version, clock=time.monotonic, tls=None):
             if not chunk:
                 break
             received += len(chunk)
-    except SendFailure:
-        raise
     except (OSError, http.client.HTTPException) as exc:
         text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         if "timed out" in text:

@@ -95,8 +95,8 @@ BAD_TARGETS = [
     ([{"url": "http://127.0.0.1/x", "headers": {"Content-Type": "text/plain"}}],
      r"notify\[0\]\.headers\.Content-Type is written by the watcher itself"),
     ([{"url": "http://127.0.0.1/x", "headers": {"X-Team": 5}}], r"notify\[0\]\.headers\.X-Team must be a string"),
-    ([{"url": "http://127.0.0.1/x", "headers": {"X-Team": "a\nb"}}], r"notify\[0\]\.headers\.X-Team must be a string "
-                                                                       r"without control characters"),
+    ([{"url": "http://127.0.0.1/x", "headers": {"X-Team": "a\nb"}}],
+     r"notify\[0\]\.headers\.X-Team must be a string without control characters"),
     ([{"url": "http://127.0.0.1/x", "headers": {"Bad Name": "a"}}], r"'Bad Name' is not an HTTP header name"),
     ([{"url": "http://127.0.0.1/x", "token_file": "/t", "headers": {"authorization": "Basic x"}}],
      r"authorization and token_file both set the Authorization header"),
