@@ -9,6 +9,8 @@ itself, or a symlink farm pointing at it), so what is tested is this checkout, a
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 
@@ -22,7 +24,11 @@ import collection_path  # noqa: E402  pylint: disable=wrong-import-position
 FARM = collection_path.collections_dir(ROOT)
 BIN = os.path.dirname(sys.executable)
 PLAYBOOKS = os.path.join(ROOT, "playbooks")
+ROLES = os.path.join(ROOT, "roles")
 PLAYBOOK_NAMES = ("rolling_maintenance", "approve_user_events", "report", "deploy_watcher")
+COLLECTION = "azure_imds.scheduled_events."
+PLAY_KEYWORDS = ("hosts", "serial", "max_fail_percentage", "become")
+JINJA_NAME = re.compile(r"\{\{\s*([a-z_][a-z0-9_]*)")
 
 
 def load_yaml(path):
@@ -30,9 +36,41 @@ def load_yaml(path):
         return yaml.safe_load(handle)
 
 
-def argument_spec(name):
-    """The options of playbooks/argument_specs/<name>.yml."""
-    return load_yaml(os.path.join(PLAYBOOKS, "argument_specs", name + ".yml"))["argument_specs"][name]["options"]
+def role_options(role, entry_point="main"):
+    """The options of an entry point of roles/<role>/meta/argument_specs.yml."""
+    specs = load_yaml(os.path.join(ROLES, role, "meta", "argument_specs.yml"))["argument_specs"]
+    return specs[entry_point].get("options") or {}
+
+
+def roles_of(playbook):
+    """The collection roles whose main entry point a collection playbook runs, in order."""
+    found = []
+    for play in load_yaml(os.path.join(PLAYBOOKS, playbook + ".yml")):
+        for entry in play.get("roles", []):
+            found.append(entry["role"] if isinstance(entry, dict) else entry)
+        for task in play.get("pre_tasks", []) + play.get("tasks", []):
+            for action in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+                if action in task and task[action].get("tasks_from", "main") == "main":
+                    found.append(task[action]["name"])
+    return [role[len(COLLECTION):] if role.startswith(COLLECTION) else role for role in found]
+
+
+def play_variables(playbook):
+    """The variables a collection playbook reads in its play keywords (which no role can hold)."""
+    names = set()
+    for play in load_yaml(os.path.join(PLAYBOOKS, playbook + ".yml")):
+        for keyword in PLAY_KEYWORDS:
+            names.update(JINJA_NAME.findall(str(play.get(keyword, ""))))
+    return names
+
+
+def playbook_options(playbook):
+    """{variable: spec} of what a playbook reads: its roles' options and its play keywords' variables
+    (whose spec is None: no role can check them)."""
+    options = dict((name, None) for name in play_variables(playbook))
+    for role in roles_of(playbook):
+        options.update(role_options(role))
+    return options
 
 
 class PlaybookRun:
@@ -75,11 +113,13 @@ def marks_tasks(tmp_path):
 
     def make(label, fail_on=None):
         path = tmp_path / ("%s.yml" % label)
+        # Appended, not lineinfile: a host drained twice (two rounds) leaves two marks.
         tasks = [{
             "name": "Record %s" % label,
-            "ansible.builtin.lineinfile": {"path": str(marks), "line": "{{ inventory_hostname }} %s" % label,
-                                           "create": True, "mode": "0644"},
+            "ansible.builtin.shell": "printf '%%s\\n' \"$MARK\" >> %s" % shlex.quote(str(marks)),
+            "environment": {"MARK": "{{ inventory_hostname }} %s" % label},
             "delegate_to": "localhost",
+            "changed_when": True,
         }]
         if fail_on:
             tasks.append({"name": "Fail the %s of %s" % (label, fail_on),

@@ -16,6 +16,8 @@ import pytest
 
 from mock_imds_helpers import start_mock  # pylint: disable=import-error
 
+from .conftest import playbook_options
+
 FLEET = {"default_vm": "web_0",
          "groups": [{"name": "avset1", "kind": "availability_set", "vms": ["web_0", "web_1", "web_2"]}]}
 HOSTS = ("web_0", "web_1", "web_2")
@@ -165,7 +167,7 @@ def test_relative_tasks_files_are_taken_from_the_working_directory(mock, run_pla
 
 def summary_lines(output, task):
     """The lines a debug task printed as its msg list (the default callback shows them as JSON)."""
-    start = output.index("TASK [%s]" % task)
+    start = output.index("TASK [azure_imds.scheduled_events.rolling_maintenance : %s]" % task)
     begin = output.index('"msg": [', start) + len('"msg": ')
     end = output.index("\n    ]", begin) + len("\n    ]")
     return json.loads(output[begin:end])
@@ -215,7 +217,116 @@ def test_a_host_that_failed_shows_its_steps_up_to_the_failure(mock, run_playbook
     steps = steps_of(lines)
     assert [(step["step"], step["detail"]) for step in steps] == [("drain", "STOPPED here")], lines
     assert lines[-1].startswith("  stopped at step 'drain' after "), lines
-    assert "TASK [Show what was done to each host" not in run.output
+    assert "Show what was done to each host, and when (UTC)]" not in run.output
+
+
+def queue_next_event_tasks(tmp_path, mock, recover_marks):
+    """Recover tasks that queue this VM's next event on the mock, once per host, as Azure does when it
+    moves on to the next fault domain; the event's id is kept in tmp_path/queued-<host>."""
+    path = tmp_path / "recover_and_queue.yml"
+    queued = str(tmp_path / "queued-{{ inventory_hostname }}")
+    path.write_text(json.dumps([
+        {"name": "Record the recovery", "ansible.builtin.include_tasks": recover_marks},
+        {"name": "Queue the event of the next fault domain, once",
+         "ansible.builtin.uri": {"url": mock.url + "/_mock/events", "method": "POST", "body_format": "json",
+                                 "body": {"event_type": "Freeze", "resources": ["{{ inventory_hostname }}"],
+                                          "duration": 0},
+                                 "status_code": [201]},
+         "register": "queued_event", "when": "'%s' is not exists" % queued},
+        {"name": "Keep its id", "ansible.builtin.copy": {"content": "{{ queued_event.json.event_id }}",
+                                                           "dest": queued, "mode": "0644"},
+         "when": "queued_event is not skipped"},
+    ]))
+    return str(path)
+
+
+def queued_event(tmp_path, host):
+    return (tmp_path / ("queued-" + host)).read_text()
+
+
+def test_an_event_that_comes_right_after_the_first_is_handled_in_the_same_run(mock, run_playbook, marks_tasks, tmp_path):
+    first = add_event(mock, "web_0", "Reboot")
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance", ["web_0", "web_1"]), {
+        "rolling_maintenance_drain_tasks": marks_tasks("drain"),
+        "rolling_maintenance_recover_tasks": queue_next_event_tasks(tmp_path, mock, marks_tasks("recover")),
+    })
+    assert run.rc == 0, run
+    second = queued_event(tmp_path, "web_0")
+    assert approvals(mock) == {"web_0": [first, second]}
+    assert status(mock, first) == status(mock, second) == "removed"
+    # web_1's recovery never ran, so nothing was queued for it.
+    assert marks_tasks.read() == ["web_0 drain", "web_0 recover", "web_0 drain", "web_0 recover"]
+    lines = summary_lines(run.output, "Show what was done to each host, and when (UTC)")
+    assert lines[0] == "web_0 (VM web_0): Reboot %s Scheduled; then Freeze %s Scheduled" % (first, second), lines
+    steps = steps_of(lines)
+    assert [step["step"] for step in steps] == 2 * ["drain", "approve", "wait until started", "wait until completed",
+                                                    "wait for the connection", "recover", "health check", "done"], lines
+    assert steps[0]["detail"].startswith("round 1; took ") and steps[8]["detail"].startswith("round 2; took "), lines
+    assert steps[9]["detail"].startswith("approved %s; took " % second), lines
+    assert lines[-1] == "web_1 (VM web_1): no scheduled event, left alone", lines
+
+
+def test_events_left_after_the_last_round_are_shown_and_left_alone(mock, run_playbook, marks_tasks, tmp_path):
+    first = add_event(mock, "web_0", "Reboot")
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance", ["web_0"]), {
+        "rolling_maintenance_max_rounds": 1,
+        "rolling_maintenance_recover_tasks": queue_next_event_tasks(tmp_path, mock, marks_tasks("recover")),
+    })
+    assert run.rc == 0, run
+    second = queued_event(tmp_path, "web_0")
+    assert approvals(mock) == {"web_0": [first]}
+    assert status(mock, second) == "Scheduled"
+    message = " ".join(run.output.split())
+    assert "web_0: after 1 round(s) these events name it still, and are left for a later run: Freeze %s Scheduled. " \
+        "Run the playbook again, or raise rolling_maintenance_max_rounds." % second in message, run
+    lines = summary_lines(run.output, "Show what was done to each host, and when (UTC)")
+    assert lines[0] == "web_0 (VM web_0): Reboot %s Scheduled" % first, lines
+    assert lines[-1] == "  still named after 1 round(s), left for a later run: Freeze %s Scheduled" % second, lines
+
+
+def test_events_without_interruption_are_approved_without_draining(mock, run_playbook, marks_tasks):
+    no_interruption = add_event(mock, "web_0", "Freeze", duration_in_seconds=0)
+    also_zero = add_event(mock, "web_1", "Freeze", duration_in_seconds=0)
+    unknown = add_event(mock, "web_1", "Reboot", duration_in_seconds=-1)
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance", ["web_0", "web_1"]), {
+        "rolling_maintenance_drain_tasks": marks_tasks("drain"),
+        "rolling_maintenance_recover_tasks": marks_tasks("recover"),
+        "rolling_maintenance_health_tasks": marks_tasks("health"),
+    })
+    assert run.rc == 0, run
+    assert dict((vm, sorted(ids)) for vm, ids in approvals(mock).items()) == {
+        "web_0": [no_interruption], "web_1": sorted([also_zero, unknown])}
+    # One event of unknown length (-1) in the round is enough to drain.
+    assert marks_tasks.read() == ["web_0 health", "web_1 drain", "web_1 recover", "web_1 health"]
+    steps = steps_of(summary_lines(run.output, "Show what was done to each host, and when (UTC)"))
+    details = dict((step["step"], step["detail"]) for step in steps[:8])
+    assert details["drain"].startswith("not drained: DurationInSeconds 0, no interruption; took "), details
+    assert details["wait for the connection"].startswith("skipped: DurationInSeconds 0, no interruption"), details
+    assert details["recover"].startswith("nothing to recover: DurationInSeconds 0, no interruption"), details
+    assert not steps[8]["detail"].startswith("not drained"), steps
+
+
+# Every option of a playbook's role whose type can be wrong (a str option takes any value as text),
+# given a wrong value in one run: the role's argument spec must refuse each by name, before any host is read.
+WRONG_VALUES = {"int": "not-a-number", "float": "not-a-number", "bool": "maybe", "list": {"not": "a list"},
+                "dict": "not a dict"}
+
+
+@pytest.mark.parametrize("name", ["rolling_maintenance", "report", "approve_user_events", "deploy_watcher"])
+def test_the_playbooks_variables_reach_its_role(mock, run_playbook, tmp_path, name):
+    wrong = dict((option, WRONG_VALUES[spec["type"]]) for option, spec in playbook_options(name).items()
+                 if spec is not None and spec.get("type") in WRONG_VALUES)
+    assert len(wrong) >= 2, wrong
+    if name == "deploy_watcher":
+        host, extra = watcher_host(mock, tmp_path, "web_0"), dict(wrong, deploy_watcher_become=False)
+    else:
+        host, extra = {"%s_imds_url" % name: mock.vm_url("web_0")}, wrong
+    run = run_playbook(name, {"web_0": host}, extra)
+    assert run.rc != 0, run
+    assert "Validating arguments against arg spec 'main'" in run.output, run
+    unnamed = [option for option in wrong if "'%s'" % option not in run.output]
+    assert not unnamed, "%s: the role's validation did not name %s\n%r" % (name, unnamed, run)
+    assert mock.control("GET", "audit")["requests"] == []
 
 
 # -- approve_user_events ------------------------------------------------------------------------

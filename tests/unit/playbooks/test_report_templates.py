@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to azure_imds.scheduled_events
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The report playbook's templates, rendered by Ansible's own template lookup on fixed readings."""
+"""The report role's templates, rendered by Ansible's own template lookup on fixed readings."""
 
 import json
 import os
@@ -22,17 +22,17 @@ except ImportError:  # ansible-core before 2.19 trusts every string it templates
     def trust_as_template(value):
         return value
 
-from .conftest import PLAYBOOKS
+from .conftest import ROLES
 
-TEMPLATES = os.path.join(PLAYBOOKS, "templates")
+TEMPLATES = os.path.join(ROLES, "report", "templates")
 
 init_plugin_loader([])
 
 
 def render(name, variables):
-    """What `lookup('ansible.builtin.template', name)` gives inside the report playbook."""
+    """What `lookup('ansible.builtin.template', name)` gives inside the report role."""
     loader = DataLoader()
-    loader.set_basedir(PLAYBOOKS)
+    loader.set_basedir(TEMPLATES)
     templar = Templar(loader=loader, variables=variables)
     return templar.template(trust_as_template("{{ lookup('ansible.builtin.template', '%s'%s) }}"
                                               % (os.path.join(TEMPLATES, name), LOOKUP_OPTIONS)))
