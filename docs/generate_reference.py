@@ -93,8 +93,7 @@ def _task_roles(tasks):
             if isinstance(task.get(key), dict) and task[key].get("name"):
                 yield task[key]["name"]
         for key in ("block", "rescue", "always"):
-            for role in _task_roles(task.get(key)):
-                yield role
+            yield from _task_roles(task.get(key))
 
 
 def playbook_roles(name, root=ROOT):
@@ -200,6 +199,7 @@ class PlainDocsiteFormatter(PlainRSTFormatter):
 # :ansenvvar: (a plain mention), not a :envvar: link to a page that does not list it.
 DOCSITE_FORMATTER = AnsibleDocsiteFormatter()
 PLAIN_FORMATTER = PlainDocsiteFormatter()
+
 
 def markup(text, context, where, plain=False):
     """Ansible markup (a string or a list of paragraphs) as RST paragraphs; broken markup is an error."""

@@ -189,12 +189,12 @@ def test_the_marker_is_found_where_it_is_used():
     # other tests pass on nothing.
     quotes = block_quotes(read(FACTS_PAGE))
     assert len(quotes) >= len(FACTS) - 1
-    assert any(relative.endswith("watcher.rst") and url is None for relative, _, _, url, _ in all_marked_quotes())
+    assert any(quote[0].endswith("watcher.rst") and quote[3] is None for quote in all_marked_quotes())
 
 
 @pytest.mark.parametrize("fact", FACTS, ids=[f.quote[:40] for f in FACTS])
 def test_each_quote_of_the_table_is_in_the_docs_under_its_source(fact):
-    sources = [(url, section) for _, _, quote, url, section in all_marked_quotes() if quote == plain(fact.quote)]
+    sources = [(marked[3], marked[4]) for marked in all_marked_quotes() if marked[2] == plain(fact.quote)]
     assert (fact.url, fact.section) in sources, \
         "%s does not quote %r as Microsoft's with %s, %r" % (FACTS_PAGE, fact.quote, fact.url, fact.section)
 
