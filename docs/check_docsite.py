@@ -34,6 +34,7 @@ import tempfile
 import zlib
 
 import yaml
+from docutils.nodes import make_id
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -84,7 +85,8 @@ def builtin_labels():
 def write_inventory(path):
     """A Sphinx inventory (version 2) of the Ansible docsite labels we link to."""
     labels = dict(ANSIBLE_LABELS, **builtin_labels())
-    body = "".join("%s std:label -1 %s#$ %s\n" % (label, page, label) for label, page in sorted(labels.items()))
+    # A label's anchor is the id docutils makes of it (common_return_values -> common-return-values).
+    body = "".join("%s std:label -1 %s#%s %s\n" % (label, page, make_id(label), label) for label, page in sorted(labels.items()))
     with open(path, "wb") as handle:
         handle.write(b"# Sphinx inventory version 2\n# Project: Ansible\n# Version: devel\n"
                      b"# The remainder of this file is compressed using zlib.\n")
