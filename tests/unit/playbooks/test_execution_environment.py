@@ -8,6 +8,8 @@
 - ansible-builder's dependency scan (`introspect`, the step every image build runs over every
   installed collection) reads meta/execution-environment.yml of the installed copy without error
   and finds jmespath.
+- A release made by antsibull-changelog (in a scratch copy) announces every module, role and
+  playbook once, under its own "New ..." section, after a release summary: no fragment repeats them.
 - Our own image definition, extensions/ee/execution-environment.yml, turns into a build context
   (`ansible-builder create`, offline) in a scratch tree laid out like the repository (extensions/ee/
   two levels below build/), so its relative paths are the real ones.
@@ -199,3 +201,52 @@ def test_manifest_of_the_tarball_names_this_collection(tarball, galaxy):
     info = manifest["collection_info"]
     assert (info["namespace"], info["name"], info["version"]) == (galaxy["namespace"], galaxy["name"], galaxy["version"])
     assert info["license"] == ["GPL-3.0-or-later"]
+
+
+# What a release needs of the collection: antsibull-changelog reads the fragments and galaxy.yml,
+# and asks ansible-doc about the plugins and roles of a copy it makes itself.
+RELEASE_INPUTS = ("galaxy.yml", "changelogs", "meta", "plugins", "roles", "playbooks")
+
+
+def rst_sections(text):
+    """{section title: [bullet lines]} of a generated CHANGELOG.rst (titles underlined with '-')."""
+    sections, current = {}, None
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if number + 1 < len(lines) and re.match(r"^-{3,}$", lines[number + 1]) and len(lines[number + 1]) == len(line):
+            current = sections.setdefault(line, [])
+        elif current is not None and line.startswith("- "):
+            current.append(line[2:])
+    return sections
+
+
+def test_a_release_announces_every_module_role_and_playbook_once(tmp_path, galaxy):
+    work = tmp_path / "release"
+    for name in RELEASE_INPUTS:
+        source = os.path.join(ROOT, name)
+        if os.path.isdir(source):
+            shutil.copytree(source, str(work / name))
+        else:
+            os.makedirs(str(work), exist_ok=True)
+            shutil.copy(source, str(work / name))
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+    rc, output = run([tool("antsibull-changelog"), "release", "--version", galaxy["version"], "--date", "2026-01-01"],
+                     cwd=str(work), env=env)
+    assert rc == 0, output
+    text = (work / "CHANGELOG.rst").read_text()
+    assert re.search(r"^Release Summary\n-+\n\n\S", text, re.M), text[:600]
+    sections = rst_sections(text)
+    fqcn = "%s.%s." % (galaxy["namespace"], galaxy["name"])
+    expected = {
+        "New Modules": sorted(n[:-3] for n in os.listdir(os.path.join(ROOT, "plugins", "modules"))
+                              if n.endswith(".py") and not n.startswith("_")),
+        "New Roles": sorted(os.listdir(os.path.join(ROOT, "roles"))),
+        "New Playbooks": sorted(n[:-4] for n in os.listdir(os.path.join(ROOT, "playbooks")) if n.endswith(".yml")),
+    }
+    for title, names in expected.items():
+        announced = [line.split(" - ", 1)[0] for line in sections.get(title, [])]
+        assert announced == [fqcn + name for name in names], (title, announced)
+    # Nothing else announces them again ("X - new module; ...", "new role that ...").
+    again = [line for title, lines in sections.items() if not title.startswith("New ")
+             for line in lines if re.search(r"\bnew (module|role|action plugin|playbook)\b", line, re.I)]
+    assert again == []
