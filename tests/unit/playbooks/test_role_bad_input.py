@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to azure_imds.scheduled_events
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rolling_maintenance role refuses a bad number in any numeric variable before any host is read.
+
+The values are the bad-input table's (tests/unit/hardening/test_bad_input.py), plus one past each
+variable's maximum. One playbook run holds every case, one inventory host each, the role in a
+block whose rescue keeps the message: each case must be refused, by a message that names the
+variable, with no traceback, and the mock IMDS must have seen no request at all.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from mock_imds_helpers import start_mock  # pylint: disable=import-error
+
+from ..hardening.test_bad_input import NUMBER_VALUES
+from .conftest import BIN, FARM, ROLES, load_yaml, role_options
+
+ROLE = "rolling_maintenance"
+RANGES = dict((item["name"], item) for item in load_yaml(os.path.join(ROLES, ROLE, "vars", "main.yml"))[
+    "_rolling_maintenance_numbers"])
+NUMERIC = sorted(RANGES)
+
+
+def cases():
+    for name in NUMERIC:
+        zero_ok = RANGES[name]["minimum"] <= 0
+        for label, value in NUMBER_VALUES:
+            if not (label == "zero" and zero_ok):
+                yield "%s-%s" % (name, label), name, value
+        yield "%s-above_maximum" % name, name, RANGES[name]["maximum"] + 1
+
+
+CASES = list(cases())
+PLAYBOOK = [{
+    "name": "Bad numbers of the rolling_maintenance role, one case per host",
+    "hosts": "all",
+    "gather_facts": False,
+    "tasks": [
+        {"name": "Run the role with this host's bad value", "block": [
+            {"name": "Run the role", "ansible.builtin.include_role": {"name": "azure_imds.scheduled_events." + ROLE}},
+            {"name": "Keep the outcome", "ansible.builtin.set_fact": {"case_outcome": {"refused": False}}},
+        ], "rescue": [
+            {"name": "Keep the refusal", "ansible.builtin.set_fact": {"case_outcome": {
+                "refused": True, "msg": "{{ ansible_failed_result.msg | default('') | string }}",
+                "task": "{{ ansible_failed_task.name | default('') | string }}"}}},
+        ]},
+        {"name": "Write every outcome", "run_once": True, "delegate_to": "localhost",
+         "ansible.builtin.copy": {"dest": "{{ outcomes_file }}", "mode": "0600", "content": (
+             "{{ dict(ansible_play_hosts_all | map('extract', hostvars, 'case_id')"
+             " | zip(ansible_play_hosts_all | map('extract', hostvars, 'case_outcome'))) | to_json }}")}},
+    ],
+}]
+# One run of 80-odd hosts; the limit only bounds a hang on a busy machine.
+RUN_LIMIT = 1800
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("role-bad-input")
+    with start_mock(rate_limit=False) as mock:
+        hosts = {}
+        for number, (case_id, name, value) in enumerate(CASES):
+            hosts["case%03d" % number] = {"case_id": case_id, name: value,
+                                          "rolling_maintenance_imds_url": mock.vm_url("vm0")}
+        inventory = workdir / "inventory.yml"
+        inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": {
+            "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+            "outcomes_file": str(workdir / "outcomes.json")}}}))
+        playbook = workdir / "playbook.yml"
+        playbook.write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False))
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=FARM, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="false",
+                   ANSIBLE_LOCAL_TEMP=str(workdir / "tmp"), ANSIBLE_HOME=str(workdir / "home"))
+        env.pop("AZURE_IMDS_URL", None)
+        proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), "--forks", "8",
+                               str(playbook)], cwd=str(workdir), env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=RUN_LIMIT, check=False)
+        requests = mock.control("GET", "audit")["requests"]
+    output = proc.stdout.decode("utf-8", "replace")
+    assert proc.returncode == 0, output[-6000:]
+    with open(str(workdir / "outcomes.json")) as handle:
+        return json.load(handle), requests, output
+
+
+def test_every_numeric_variable_is_in_the_range_table():
+    numbers = sorted(name for name, spec in role_options(ROLE).items()
+                     if isinstance(spec["default"], (int, float)) and not isinstance(spec["default"], bool))
+    assert len(numbers) == 6 and numbers == NUMERIC
+
+
+@pytest.mark.parametrize("case_id, name, value", CASES, ids=[case[0] for case in CASES])
+def test_a_bad_number_is_refused_by_name_before_any_request(outcomes, case_id, name, value):
+    found, requests, output = outcomes
+    outcome = found[case_id]
+    assert outcome["refused"], "%s = %r was accepted" % (name, value)
+    assert name in outcome["msg"], outcome
+    assert "Traceback" not in outcome["msg"] and "Traceback" not in output
+    assert requests == [], requests[:3]
