@@ -9,8 +9,12 @@ The rule that fired is read from ansible-rulebook's own output (-vv: "Calling ru
 "Creating action task action::<action>::<ruleset>::<rule>").
 """
 
+import importlib
 import json
+import os
 import re
+import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -20,7 +24,7 @@ from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import
 from mock_imds_helpers import start_mock  # pylint: disable=import-error
 
 from .awx_standin import AwxStandIn
-from .conftest import ENGINE_START_TIMEOUT, PLAYBOOK_TIMEOUT, wait_until
+from .conftest import ENGINE_START_TIMEOUT, PLAYBOOK_TIMEOUT, ROOT, wait_until
 
 FLEET = {"default_vm": "web_1",
          "groups": [{"name": "avset1", "kind": "availability_set", "vms": ["web_0", "web_1", "web_2"]}]}
@@ -109,19 +113,32 @@ def test_vm_local_a_freeze_of_5_seconds_runs_no_playbook_and_is_logged(mock, rul
 
 # -- central: the watchers' notifications through the webhook -----------------------------------
 
+def watcher_notify():
+    """The watcher's notify module, imported as the daemon imports it (by plain name, beside
+    _transitions.py), for the body it POSTs."""
+    for path in (os.path.join(ROOT, "plugins", "module_utils"), os.path.join(ROOT, "roles", "watcher", "files")):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    return importlib.import_module("watcher_notify")
+
+
 class Observer(object):
-    """What one VM's watcher notifies: each transition the shared rule finds, plus "observer"."""
+    """What one VM's watcher notifies: each transition the shared rule finds, in the body the
+    watcher's notify action POSTs (observer, notification_id, ...)."""
 
     def __init__(self, mock, name):
         self.name = name
         self.client = _imds.ImdsClient(mock.vm_url(name), retry_timeout=0)
         self.tracker = _transitions.TransitionTracker(name)
+        self.sent = []
 
     def notifications(self):
         document = self.client.get_scheduled_events()
         events = _imds.annotate_events(document.events, self.name)
         transitions = self.tracker.observe({"incarnation": document.incarnation, "events": events})
-        return [dict(transition, observer=self.name) for transition in transitions]
+        bodies = [watcher_notify().body_of(t, self.name, "0.1.0", time.time()) for t in transitions]
+        self.sent.extend(bodies)
+        return bodies
 
 
 def post(url, body, token=TOKEN):
@@ -159,8 +176,10 @@ def test_central_webhook_runs_one_job_template_per_event_and_affected_vm(mock, r
                 assert post(url, notification) == 200
                 sent.append((notification["observer"], notification["scheduled_event"]["event_id"]))
         assert sorted(sent) == sorted((o, e) for o in ("web_0", "web_1", "web_2") for e in (reboot, freeze))
-        # web_1's watcher notifies again after a restart (at least once).
-        assert post(url, dict(sent_before(observers[1], reboot), observer="web_1")) == 200
+        # web_1's watcher sends its notification again after a restart (at least once).
+        [again] = [body for body in observers[1].sent if body["scheduled_event"]["event_id"] == reboot]
+        assert again["notification_id"] == "web_1/%s/scheduled" % reboot.lower()
+        assert post(url, again) == 200
         # A last event: once its job is launched, every notification before it has been through
         # the rules (one ruleset, sequential actions).
         last = add_event(mock, event_type="Redeploy", resources=["web_2"])
@@ -181,6 +200,7 @@ def test_central_webhook_runs_one_job_template_per_event_and_affected_vm(mock, r
     eda = body["extra_vars"]["ansible_eda"]
     assert eda["rule"] == CENTRAL_RULE
     assert eda["event"]["payload"]["observer"] == "web_1"
+    assert eda["event"]["payload"]["notification_id"] == "web_1/%s/scheduled" % reboot.lower()
     assert eda["event"]["payload"]["type"] == "scheduled"
     assert eda["event"]["payload"]["affects_this_host"] is True
     assert eda["event"]["payload"]["scheduled_event"]["resources"] == ["web_1"]
@@ -188,12 +208,4 @@ def test_central_webhook_runs_one_job_template_per_event_and_affected_vm(mock, r
     assert fired(run, CENTRAL_RULE) == 4, run.tail()
     assert output.count("Creating action task action::run_job_template::") == 4
     assert ("GET", "/api/v2/config/") in [(m, p) for m, p, _q, _b in awx.requests]
-
-
-def sent_before(observer, event_id):
-    """The scheduled transition the observer notified for event_id, rebuilt as a restarted watcher
-    would send it again."""
-    record = observer.tracker.snapshot()["records"][event_id.lower()]
-    return {"type": "scheduled", "scheduled_event": record["event"], "document_incarnation": record["seen_incarnation"],
-            "resource_name": observer.name, "affects_this_host": True, "seen_scheduled": True}
 
