@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -38,9 +37,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "eda"))
 
 import collection_path  # noqa: E402  pylint: disable=wrong-import-position,import-error
 import isolation  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from engine_tools import Timeout, find_tool, poll_until, stop_group  # noqa: E402  pylint: disable=wrong-import-position,import-error
 from mock_imds_helpers import spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 SOURCE = os.path.join(ROOT, "extensions", "eda", "plugins", "event_source", "scheduled_events.py")
@@ -83,10 +84,10 @@ RULEBOOK = [{"name": "EDA bench", "hosts": "all", "sources": [{
 
 
 def tool(name):
-    for directory in (os.path.dirname(sys.executable), os.path.join(sys.prefix, "bin")):
-        if os.path.exists(os.path.join(directory, name)):
-            return os.path.join(directory, name)
-    sys.exit("eda_latency: %s is not installed beside %s (pip install ansible-rulebook==1.3.2)" % (name, sys.executable))
+    path = find_tool(name)
+    if path is None:
+        sys.exit("eda_latency: %s is not installed beside %s (pip install ansible-rulebook==1.3.2)" % (name, sys.executable))
+    return path
 
 
 def cpu_seconds(pid):
@@ -96,15 +97,12 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
 
 
-def wait_for(what, check, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit("eda_latency: waited %.0f s for %s" % (timeout, what))
-        time.sleep(0.05)
+def wait_for(what, check, timeout=None):
+    timeout = TIMEOUT if timeout is None else timeout
+    try:
+        return poll_until(check, timeout, 0.05)
+    except Timeout:
+        raise SystemExit("eda_latency: waited %.0f s for %s" % (timeout, what))
 
 
 def task_starts(path):
@@ -124,13 +122,7 @@ def emitted_at(log, event_id):
 
 
 def stop(process):
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(60)
+    stop_group(process, 60)
 
 
 def environment(workdir, mock):

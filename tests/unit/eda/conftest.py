@@ -5,24 +5,24 @@
 
 The engine is slow to start (a JVM) and a rulebook runs until stopped, so a test starts it in the
 background, waits on what the mock's audit log, a stand-in server or the engine's own output
-shows (never on a fixed sleep), and stops it with SIGINT, after which ansible-rulebook prints
-the session's statistics (rules triggered, the last rule fired).
+shows (never on a fixed sleep), and stops it. The rule that fired is read from the engine's
+own -vv output.
 """
 
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
 import collection_path  # noqa: E402  pylint: disable=wrong-import-position
+
+from .engine_tools import Timeout, find_tool, poll_until, stop_group  # noqa: E402
 
 FARM = collection_path.collections_dir(ROOT)
 RULEBOOKS = os.path.join(ROOT, "extensions", "eda", "rulebooks")
@@ -34,13 +34,11 @@ PLAYBOOK_TIMEOUT = 420.0
 
 def tool(name):
     """A program of the Python environment that runs the tests (ansible-rulebook, ansible-galaxy)."""
-    for directory in (os.path.dirname(sys.executable), os.path.join(sys.prefix, "bin")):
-        path = os.path.join(directory, name)
-        if os.path.exists(path):
-            return path
-    pytest.fail("%s is not installed beside %s: pip install ansible-rulebook==1.3.2 into this environment"
-                % (name, sys.executable))
-    return None
+    path = find_tool(name)
+    if path is None:
+        pytest.fail("%s is not installed beside %s: pip install ansible-rulebook==1.3.2 into this environment"
+                    % (name, sys.executable))
+    return path
 
 
 def java_or_fail():
@@ -55,14 +53,11 @@ def java_or_fail():
 
 def wait_until(what, check, timeout, interval=0.1, describe=None):
     """Poll check() until it returns something true; fail naming what was awaited."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail("waited %.0f s for %s%s" % (timeout, what, "\n" + describe() if describe else ""))
-        time.sleep(interval)
+    try:
+        return poll_until(check, timeout, interval)
+    except Timeout:
+        pytest.fail("waited %.0f s for %s%s" % (timeout, what, "\n" + describe() if describe else ""))
+    return None
 
 
 class Rulebook(object):
@@ -124,20 +119,9 @@ class Rulebook(object):
         return wait_until("%r in the output of ansible-rulebook" % pattern, found, timeout, describe=self.tail)
 
     def stop(self, timeout=120):
-        """SIGINT (ansible-rulebook then ends its sessions and logs their statistics), then harder."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout)
-        self.returncode = self.process.returncode
+        """Stop ansible-rulebook and whatever ansible-runner started; the whole output."""
+        self.returncode = stop_group(self.process, timeout)
         return self.output
-
-    def stats(self):
-        """The session statistics ansible-rulebook logs when it stops: {name: value} as text."""
-        return dict(re.findall(r"'(\w+)': '?([^,'}\n]*)'?", self.output.split("Waiting for events, ruleset")[-1]))
 
 
 @pytest.fixture
