@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: contributors to azure_imds.scheduled_events
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -29,6 +28,7 @@ Every failure, a missing podman or mmdebstrap included, exits non-zero; nothing 
 """
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -41,7 +41,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from mock_imds_helpers import spawn_mock  # noqa: E402  pylint: disable=wrong-import-position
+from mock_imds_helpers import spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 BIN = os.path.join(ROOT, ".venv", "bin")
 EE_DIR = os.path.join(ROOT, "extensions", "ee")
@@ -266,8 +266,8 @@ def build_image(work, logs):
 
 def check_collection_in_image():
     fqcn, version = collection_info()
-    text, _ = run("collections of the image", ["podman", "run", "--rm", "--network", "none", IMAGE,
-                                                "ansible-galaxy", "collection", "list", fqcn])
+    listing = ["podman", "run", "--rm", "--network", "none", IMAGE, "ansible-galaxy", "collection", "list", fqcn]
+    text, _ = run("collections of the image", listing)
     found = re.search(r"^# (/\S+)\n.*?^%s\s+(\S+)" % re.escape(fqcn), text, re.M | re.S)
     if not found or found.group(2) != version or found.group(1) != "/usr/share/ansible/collections/ansible_collections":
         raise SuiteError("the image does not carry %s %s in /usr/share/ansible/collections:\n%s" % (fqcn, version, text))
@@ -327,7 +327,16 @@ def check_rolling_maintenance(project, logs):
                              "approvals %s, started %s" % (event_id, host, approvals, started))
         say("audit: %s approved %s (%s) at sim %s; it started on that approval"
             % (host, event_id, events[event_id]["event_type"], approvals[0]["sim_time"]))
-    say("rolling_maintenance drained, approved and recovered %s in %.0f s" % (", ".join(sorted(named)), took))
+    say("rolling_maintenance drained, approved and recovered %s in %.0f s; its summary:" % (", ".join(sorted(named)), took))
+    for line in playbook_summary(text):
+        say("  | " + line)
+
+
+def playbook_summary(text):
+    """The lines of rolling_maintenance's closing summary task, as the playbook printed them."""
+    tail = text[text.rfind("Show what was done to each host"):]
+    block = re.search(r'"msg": \[\n(.*?)\n\s*\]', tail, re.S)
+    return [json.loads(line.strip().rstrip(",")) for line in block.group(1).splitlines()] if block else []
 
 
 def suite():
@@ -361,7 +370,7 @@ def main(argv):
             if argv == ["prepare"]:
                 return 0
             isolate = os.path.join(ROOT, "tests", "harness", "loopback-only")
-            os.execv(isolate, [isolate, sys.executable, os.path.abspath(__file__)])
+            os.execv(isolate, [isolate, os.path.join(HERE, "run")])
         suite()
     except SuiteError as exc:
         say("FAILED: %s" % exc)
