@@ -156,6 +156,24 @@ def test_bad_variables_are_refused_with_their_name(mock, run_playbook, tmp_path,
     assert mock.control("GET", "audit")["requests"] == []
 
 
+@pytest.mark.parametrize("extra, shown", [
+    ({"rolling_maintenance_serial": "abc", "rolling_maintenance_max_fail_percentage": "x"}, ("abc", "x")),
+    ({"rolling_maintenance_serial": [1, "150%"], "rolling_maintenance_max_fail_percentage": 101}, ("[1, '150%']", "101")),
+    ({"rolling_maintenance_serial": True, "rolling_maintenance_max_fail_percentage": float("nan")}, ("True", "nan")),
+])
+def test_bad_play_level_variables_are_refused_before_the_play(mock, run_playbook, extra, shown):
+    add_event(mock, "web_0")
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance"), extra)
+    assert run.rc != 0
+    message = " ".join(run.output.split())
+    assert "rolling_maintenance_serial must be a whole number of hosts from 1, a percentage from 1%% to 100%% such as " \
+        "25%%, or a non-empty list of them; got %s." % shown[0] in message, run
+    assert "rolling_maintenance_max_fail_percentage must be a number from 0 to 100 (0 stops the rollout at the first " \
+        "failure); got %s." % shown[1] in message, run
+    assert "Traceback" not in run.output
+    assert mock.control("GET", "audit")["requests"] == []
+
+
 def test_relative_tasks_files_are_taken_from_the_working_directory(mock, run_playbook, marks_tasks, tmp_path):
     add_event(mock, "web_1")
     marks_tasks("drain")  # written to tmp_path/drain.yml, the working directory of the run
