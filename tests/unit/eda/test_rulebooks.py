@@ -158,7 +158,7 @@ def post(url, body, token=TOKEN):
 
 
 def test_central_webhook_runs_one_job_template_per_event_and_affected_vm(mock, rulebook):
-    awx = AwxStandIn(TOKEN, ["Rolling maintenance"]).start()
+    awx = AwxStandIn(TOKEN, ["Azure scheduled events - rolling maintenance", "Another template"]).start()
     try:
         run = rulebook("central_webhook.yml", {"web_0": {}, "web_1": {}, "web_2": {}}, variables={
             "central_webhook_host": "127.0.0.1", "central_webhook_port": WEBHOOK_PORT,
@@ -195,7 +195,9 @@ def test_central_webhook_runs_one_job_template_per_event_and_affected_vm(mock, r
     launched = [(body["limit"], body["extra_vars"]["ansible_eda"]["event"]["payload"]["scheduled_event"]["event_id"])
                 for _name, body in awx.launches]
     assert launched == [("web_0", freeze), ("web_1", reboot), ("web_2", freeze), ("web_2", last)], run.tail()
-    assert [name for name, _body in awx.launches] == ["Rolling maintenance"] * 4
+    assert [name for name, _body in awx.launches] == ["Azure scheduled events - rolling maintenance"] * 4
+    assert [body["extra_vars"]["rolling_maintenance_hosts"] for _name, body in awx.launches] == [
+        "web_0", "web_1", "web_2", "web_2"]
     name, body = awx.launches[1]
     eda = body["extra_vars"]["ansible_eda"]
     assert eda["rule"] == CENTRAL_RULE
