@@ -255,6 +255,9 @@ def build_image(work, logs):
     # meta/execution-environment.yml.
     if "jmespath  # from collection %s" % fqcn not in text:
         raise SuiteError("the build's introspection did not report jmespath from %s; see %s" % (fqcn, log))
+    # The system packages come from the base image, never from a mirror during the build.
+    if not re.search(r"^\+ /usr/bin/apt-get install -y .*\n(?:.*\n)*?0 upgraded, 0 newly installed", text, re.M):
+        raise SuiteError("the build's apt-get install of bindep.txt's packages did not find them all in the base image; see %s" % log)
     after = image_id(IMAGE)
     if before and before != after:
         # Only our own previous build of this tag, never anything else in the storage.
