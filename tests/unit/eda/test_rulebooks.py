@@ -198,7 +198,7 @@ def test_central_webhook_runs_one_job_template_per_event_and_affected_vm(mock, r
     assert [name for name, _body in awx.launches] == ["Azure scheduled events - rolling maintenance"] * 4
     assert [body["extra_vars"]["rolling_maintenance_hosts"] for _name, body in awx.launches] == [
         "web_0", "web_1", "web_2", "web_2"]
-    name, body = awx.launches[1]
+    _name, body = awx.launches[1]
     eda = body["extra_vars"]["ansible_eda"]
     assert eda["rule"] == CENTRAL_RULE
     assert eda["event"]["payload"]["observer"] == "web_1"
