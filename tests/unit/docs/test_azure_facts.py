@@ -63,7 +63,9 @@ FACTS = [
          LINUX + "#event-properties", "Event properties",
          {FACTS_PAGE: "A recover step must not assume that a Reboot rebooted"}),
     Fact("0: The event won't interrupt the VM or impact its availability (for example, update to the network)",
-         LINUX + "#event-properties", "Event properties", {}),
+         LINUX + "#event-properties", "Event properties",
+         {"docs/docsite/rst/rolling_maintenance.rst": "Microsoft documents DurationInSeconds 0 as an event that does "
+                                                      "not interrupt the VM"}),
     Fact("For this application, freeze events less that 9 seconds are considered no impact.",
          LINUX + "#python-sample", "Python Sample",
          {"docs/docsite/rst/approval_policies.rst": "Freeze with 0 <= DurationInSeconds < 9, the rule of Microsoft's "
@@ -86,11 +88,13 @@ FACTS = [
                                                     "NotBefore (or for the other tenants) even after your approval",
           "plugins/modules/scheduled_event_wait.py": "on a host shared with other tenants Azure waits for"}),
     Fact("The event may not start immediately upon approval.", LINUX + "#start-an-event", "Start an event",
-         {"plugins/modules/scheduled_event_wait.py": "An approval is a request, not a start"}),
+         {"plugins/modules/scheduled_event_wait.py": "An approval is a request, not a start",
+          "docs/docsite/rst/rolling_maintenance.rst": "Approving is a request, not a start."}),
     Fact("Events won't proceed unless they are either approved via a POST message or the NotBefore time elapses. "
          "This includes user triggered events such as VM restarts from the Azure portal.",
          LINUX + "#start-an-event", "Start an event",
-         {"docs/docsite/rst/approval_policies.rst": "a user's restart waits for an approval or for NotBefore"}),
+         {"docs/docsite/rst/approval_policies.rst": "a user's restart waits for an approval or for NotBefore",
+          "docs/docsite/rst/rolling_maintenance.rst": "user events are held until an approval or NotBefore"}),
     Fact("We advise having a primary and secondary VM communicating and approving user generated scheduled events in "
          "case the primary VM becomes unresponsive.", LINUX + "#user-initiated-maintenance",
          "User-initiated maintenance",
@@ -99,11 +103,14 @@ FACTS = [
          "acknowledges the event.", LINUX + "#start-an-event", "Start an event",
          {"docs/docsite/rst/approval_policies.rst": "Any VM the event names can approve it, for all of them",
           "docs/docsite/rst/watcher.rst": "a drain never runs past NotBefore. It can still overlap the maintenance",
-          "docs/docsite/rst/rolling_maintenance.rst": "Approving it from one VM starts it for every VM it names"}),
+          "docs/docsite/rst/rolling_maintenance.rst": "any VM the event names may approve it first"}),
     Fact('VMs in one fault domain can receive scheduled events with EventStatus:"Scheduled" shortly after another '
          "fault domain\u2019s maintenance is completed. Regardless of what architecture you chose, always keep "
          "checking for new events pending against your VMs.", LINUX + "#high-level-overview", "High level overview",
-         {FACTS_PAGE: "A VM can get a new event right after one ends."}),
+         {FACTS_PAGE: "A VM can get a new event right after one ends.",
+          "docs/docsite/rst/rolling_maintenance.rst": "so a VM can get a new event right after one ends, and "
+                                                      "Microsoft's advice is to keep checking",
+          "docs/docsite/rst/getting_started.rst": "a VM can get a new event right after one ends"}),
     Fact("Affected virtual machines will receive a scheduled event with a NotBefore that is typically a few days in "
          "the future.", LINUX + "#event-scheduling", "Event scheduling", {}),
     Fact("To minimize risk to your service in case the hardware fails before the system-initiated migration, we "
