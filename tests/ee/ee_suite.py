@@ -248,7 +248,8 @@ def build_image(work, logs):
         os.path.join(BIN, "ansible-builder"), "build", "-f", "extensions/ee/execution-environment.yml",
         "--context", "context", "--tag", IMAGE, "--container-runtime", "podman", "--no-cache", "-v", "3",
         "--extra-build-cli-args",
-        "--network none --volume %s:/wheelhouse:ro --volume %s:/etc/pip.conf:ro" % (wheelhouse, pip_conf)],
+        # --layers=false: a build from scratch every time keeps no intermediate images in the storage.
+        "--network none --layers=false --volume %s:/wheelhouse:ro --volume %s:/etc/pip.conf:ro" % (wheelhouse, pip_conf)],
         log=log, cwd=work)
     fqcn, _version = collection_info()
     # ansible-builder's introspection, inside the build, read the installed collection's
