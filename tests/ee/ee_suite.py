@@ -177,8 +177,8 @@ def build_requirements(context):
 
 def python_minor_of_base_image():
     image = base_image_name()
-    text, _ = run("Python of the base image", ["podman", "run", "--rm", "--network", "none", image, "python3", "-c",
-                                               "import sys; print('%d.%d' % sys.version_info[:2])"])
+    text = run("Python of the base image", ["podman", "run", "--rm", "--network", "none", image, "python3", "-c",
+                                            "import sys; print('%d.%d' % sys.version_info[:2])"])[0]
     return text.strip().splitlines()[-1]
 
 
@@ -199,7 +199,7 @@ def prepare():
     text, took = run("base image", ["bash", BASE_IMAGE_SCRIPT])
     say("  %s (%.0f s)" % (text.strip().splitlines()[-1], took))
     minor = python_minor_of_base_image()
-    host, _ = run("Python of .venv", [os.path.join(BIN, "python"), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+    host = run("Python of .venv", [os.path.join(BIN, "python"), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])[0]
     venv_minor = host.strip()
     if venv_minor != minor:
         raise SuiteError("the wheelhouse is made with .venv's Python %s but the base image has Python %s: "
@@ -264,14 +264,14 @@ def build_image(work, logs):
         # Only our own previous build of this tag, never anything else in the storage.
         subprocess.run(["podman", "rmi", before], env=environment(), stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, check=False)
-    size, _ = run("image size", ["podman", "image", "inspect", "--format", "{{.Size}}", IMAGE])
+    size = run("image size", ["podman", "image", "inspect", "--format", "{{.Size}}", IMAGE])[0]
     return took, int(size.strip())
 
 
 def check_collection_in_image():
     fqcn, version = collection_info()
     listing = ["podman", "run", "--rm", "--network", "none", IMAGE, "ansible-galaxy", "collection", "list", fqcn]
-    text, _ = run("collections of the image", listing)
+    text = run("collections of the image", listing)[0]
     found = re.search(r"^# (/\S+)\n.*?^%s\s+(\S+)" % re.escape(fqcn), text, re.M | re.S)
     if not found or found.group(2) != version or found.group(1) != "/usr/share/ansible/collections/ansible_collections":
         raise SuiteError("the image does not carry %s %s in /usr/share/ansible/collections:\n%s" % (fqcn, version, text))
