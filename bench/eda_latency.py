@@ -214,7 +214,7 @@ def idle_cpu(mock, workdir, seconds):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--events", type=int, default=10)
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     options = parser.parse_args()

@@ -210,4 +210,3 @@ def test_central_webhook_runs_one_job_template_per_event_and_affected_vm(mock, r
     assert fired(run, CENTRAL_RULE) == 4, run.tail()
     assert output.count("Creating action task action::run_job_template::") == 4
     assert ("GET", "/api/v2/config/") in [(m, p) for m, p, _q, _b in awx.requests]
-
