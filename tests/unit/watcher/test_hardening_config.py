@@ -22,6 +22,9 @@ NUMBERS = [
     ("kill_grace", lambda v: {"kill_grace": v}),
     ("handlers[0].timeout", lambda v: {"handlers": [{"name": "10-x", "phase": "drain", "timeout": v}]}),
     ("approval.freeze_max_duration", lambda v: {"approval": {"freeze_max_duration": v}}),
+    ("notify_timeout", lambda v: {"notify_timeout": v}),
+    ("notify_max_attempts", lambda v: {"notify_max_attempts": v}),
+    ("notify_outbox_max", lambda v: {"notify_outbox_max": v}),
 ]
 BAD_VALUES = [NAN, INF, -INF, -1, 1e308, True, False, "1", [1], {"a": 1}]
 

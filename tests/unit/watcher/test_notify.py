@@ -17,7 +17,7 @@ from watcher_state import StateStore
 
 from .conftest import DAEMON
 from .helpers import ID_A, ID_B, ID_C, LogSink, event
-from .notify_receiver import Receiver, free_port, self_signed_certificate
+from .notify_receiver import free_port, self_signed_certificate
 
 RECEIVER_WAIT = 60.0         # only bounds a hang
 
@@ -261,13 +261,6 @@ def test_a_notify_section_it_cannot_trust_is_not_used(tmp_path, section, problem
 # --------------------------------------------------------------------------------------------
 # The sender
 # --------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def receiver():
-    handle = Receiver()
-    yield handle
-    handle.stop()
-
 
 def test_a_receiver_gets_the_notifications_in_order(tmp_path, receiver):
     receiver.start()

@@ -6,31 +6,14 @@ import json
 import signal
 import subprocess
 
-import pytest
-
-from mock_imds_helpers import start_mock
-
 from .helpers import ID_A
-from .notify_receiver import Receiver, free_port, self_signed_certificate
-from .test_e2e_mock import FLEET, Vm
+from .notify_receiver import free_port, self_signed_certificate
+from .test_e2e_mock import Vm
 from .test_operations import GALAXY_VERSION
 
 # Real seconds that only bound a hang on a busy machine: each wait ends on what the receiver shows.
 RECEIVER_WAIT = 90.0
 STOP_WAIT = 60.0
-
-
-@pytest.fixture
-def mock():
-    with start_mock(fleet=FLEET, rate_limit=False) as handle:
-        yield handle
-
-
-@pytest.fixture
-def receiver():
-    handle = Receiver()
-    yield handle
-    handle.stop()
 
 
 def kinds(bodies):
@@ -65,16 +48,16 @@ class Daemon(object):
         return self.log.read_text()
 
 
-def test_a_lifecycle_reaches_the_receiver_in_order_with_its_body(tmp_path, mock, receiver):
+def test_a_lifecycle_reaches_the_receiver_in_order_with_its_body(tmp_path, fleet_mock, receiver):
     receiver.start()
-    vm = Vm(tmp_path, mock, notify=[{"url": receiver.url, "headers": {"X-Team": "web"}}])
+    vm = Vm(tmp_path, fleet_mock, notify=[{"url": receiver.url, "headers": {"X-Team": "web"}}])
     other = vm.event(event_type="Freeze", resources=["web_1"], duration_in_seconds=5)
     eid = vm.event(event_type="Reboot", resources=["web_0"])
     daemon = Daemon(vm)
     try:
         # Scheduled -> drained -> approved (the mock starts it) -> started.
         assert receiver.wait_for(lambda b: (eid, "started") in kinds(b), RECEIVER_WAIT), daemon.output()
-        mock.control("POST", "events/%s/complete" % eid)
+        fleet_mock.control("POST", "events/%s/complete" % eid)
         assert receiver.wait_for(lambda b: (eid, "ended") in kinds(b), RECEIVER_WAIT), daemon.output()
     finally:
         daemon.stop()
@@ -100,10 +83,10 @@ def test_a_lifecycle_reaches_the_receiver_in_order_with_its_body(tmp_path, mock,
     assert "Traceback" not in daemon.output()
 
 
-def test_a_receiver_down_across_a_restart_gets_everything_once_it_is_up(tmp_path, mock, receiver):
+def test_a_receiver_down_across_a_restart_gets_everything_once_it_is_up(tmp_path, fleet_mock, receiver):
     port = free_port()
     url = "http://127.0.0.1:%d/endpoint" % port
-    vm = Vm(tmp_path, mock, notify=[{"url": url}])
+    vm = Vm(tmp_path, fleet_mock, notify=[{"url": url}])
     eid = vm.event(event_type="Reboot", resources=["web_0"])
     out = vm.once()
     # Nobody listens: the attempt failed, the notification stays in the state file.
@@ -123,10 +106,10 @@ def test_a_receiver_down_across_a_restart_gets_everything_once_it_is_up(tmp_path
     assert kinds(receiver.bodies()) == [(eid, "scheduled"), (eid, "started")]      # nothing twice
 
 
-def test_a_kill_while_a_notification_is_in_flight_sends_it_again(tmp_path, mock, receiver):
+def test_a_kill_while_a_notification_is_in_flight_sends_it_again(tmp_path, fleet_mock, receiver):
     receiver.start()
     receiver.release.clear()          # the receiver takes the POST but holds its answer
-    vm = Vm(tmp_path, mock, notify=[{"url": receiver.url}], approval={"policy": "none"})
+    vm = Vm(tmp_path, fleet_mock, notify=[{"url": receiver.url}], approval={"policy": "none"})
     eid = vm.event(event_type="Reboot", resources=["web_0"])
     daemon = Daemon(vm)
     try:
@@ -146,19 +129,19 @@ def test_a_kill_while_a_notification_is_in_flight_sends_it_again(tmp_path, mock,
     assert outbox(vm) == []
 
 
-def test_without_receivers_no_notify_state_is_kept(tmp_path, mock):
-    vm = Vm(tmp_path, mock)
+def test_without_receivers_no_notify_state_is_kept(tmp_path, fleet_mock):
+    vm = Vm(tmp_path, fleet_mock)
     vm.event(event_id=ID_A, event_type="Reboot", resources=["web_0"])
     vm.once()
     with open(str(vm.root / "state" / "state.json")) as handle:
         assert "notify" not in json.load(handle)
 
 
-def test_the_daemon_loads_tls_for_an_https_receiver(tmp_path, mock, receiver):
+def test_the_daemon_loads_tls_for_an_https_receiver(tmp_path, fleet_mock, receiver):
     """The daemon keeps ssl out of its imports (IMDS is plain HTTP) and loads it for an https
     receiver: an untrusted certificate is a logged, retried failure, not an internal error."""
     receiver.start(tls=self_signed_certificate(str(tmp_path)))
-    vm = Vm(tmp_path, mock, notify=[{"url": receiver.url}])
+    vm = Vm(tmp_path, fleet_mock, notify=[{"url": receiver.url}])
     eid = vm.event(event_type="Reboot", resources=["web_0"])
     out = vm.once()
     assert "notify %s: event %s scheduled: attempt 1 of 20 failed" % (receiver.url, eid) in out
