@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to azure_imds.scheduled_events
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""docs/guides/troubleshooting.md quotes the client's error messages word for word.
+"""docs/docsite/rst/troubleshooting.rst quotes the client's error messages word for word.
 
 Each case below makes plugins/module_utils/_imds.py (and _events.py) fail the way the guide
 describes, with the scripted transport and fake clock of the client's unit tests, and the guide
@@ -18,7 +18,7 @@ from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import
 from ..plugins.module_utils.fakes import FakeClock, ScriptedTransport, answer, fail
 
 GUIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
-                     "docs", "guides", "troubleshooting.md")
+                     "docs", "docsite", "rst", "troubleshooting.rst")
 REAL = "http://169.254.169.254"
 
 
@@ -100,4 +100,4 @@ def test_the_guide_quotes_the_message_the_client_gives(case):
     message = case()
     with open(GUIDE, encoding="utf-8") as handle:
         guide = handle.read()
-    assert message in guide, "docs/guides/troubleshooting.md does not quote, word for word:\n%s" % message
+    assert message in guide, "docs/docsite/rst/troubleshooting.rst does not quote, word for word:\n%s" % message
