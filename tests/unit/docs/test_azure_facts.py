@@ -51,6 +51,8 @@ FACTS = [
                                                   "notifications on)",
           "plugins/modules/scheduled_event_info.py": "deletions of scale set VMs when the scale set has terminate "
                                                      "notifications enabled",
+          "docs/docsite/rst/event_driven.rst": "A Terminate gives the 5 to 15 minutes the scale set's terminate "
+                                               "notification is set to",
           # Microsoft names no EventSource for a Terminate: the mock's value is the mock's choice.
           "docs/docsite/rst/mock_imds.rst": "EventSource User, our mock's choice (Microsoft does not document the "
                                             "EventSource of a Terminate)"}),
@@ -58,7 +60,8 @@ FACTS = [
          LINUX + "#user-initiated-maintenance", "User-initiated maintenance",
          {FACTS_PAGE: "They are switched on with OSImageNotificationProfile"}),
     Fact("This event is made available on a best effort basis", LINUX + "#event-properties", "Event properties",
-         {FACTS_PAGE: "A Spot eviction (Preempt) is announced 30 seconds ahead when it is announced at all"}),
+         {FACTS_PAGE: "A Spot eviction (Preempt) is announced 30 seconds ahead when it is announced at all",
+          "docs/docsite/rst/event_driven.rst": "A Preempt gives 30 seconds, and only on a best effort basis"}),
     Fact('In rare cases a VM scheduled for EventType:"Reboot" may experience a freeze event instead of a reboot.',
          LINUX + "#event-properties", "Event properties",
          {FACTS_PAGE: "A recover step must not assume that a Reboot rebooted"}),
