@@ -251,8 +251,8 @@ def queue_next_event_tasks(tmp_path, mock, recover_marks):
                                           "duration": 0},
                                  "status_code": [201]},
          "register": "queued_event", "when": "'%s' is not exists" % queued},
-        {"name": "Keep its id", "ansible.builtin.copy": {"content": "{{ queued_event.json.event_id }}",
-                                                           "dest": queued, "mode": "0644"},
+        {"name": "Keep its id",
+         "ansible.builtin.copy": {"content": "{{ queued_event.json.event_id }}", "dest": queued, "mode": "0644"},
          "when": "queued_event is not skipped"},
     ]))
     return str(path)

@@ -84,7 +84,7 @@ def outcomes(tmp_path_factory):
         requests = mock.control("GET", "audit")["requests"]
     output = proc.stdout.decode("utf-8", "replace")
     assert proc.returncode == 0, output[-6000:]
-    with open(str(workdir / "outcomes.json")) as handle:
+    with open(str(workdir / "outcomes.json"), encoding="utf-8") as handle:
         return json.load(handle), requests, output
 
 
