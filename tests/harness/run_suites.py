@@ -165,6 +165,15 @@ def suite_table():
         dict(name="docs", kind="docs", unit="check", weight=0, cwd="root", own_netns=False,
              cmd=[sys.executable, os.path.join(ROOT, "docs", "generate_reference.py"), "--check"],
              counter=count_check),
+        # antsibull-docs lints every documented thing and renders the docsite, built by sphinx -W.
+        dict(name="docsite", kind="docsite", unit="check", weight=2, cwd="root",
+             cmd=[sys.executable, os.path.join(ROOT, "docs", "check_docsite.py")], counter=count_check,
+             progress=[r"^docsite: +(.{0,60})"]),
+        # The execution environment built from Debian packages and run with ansible-navigator
+        # against the mock (the build has no network; the playbooks use the suite's loopback).
+        dict(name="ee", kind="ee", unit="check", weight=7, cwd="root",
+             cmd=[os.path.join(ROOT, "tests", "ee", "run")], counter=count_check,
+             progress=[r"^ee: +([^:]+)"]),
     ]
     return suites
 
