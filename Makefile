@@ -11,12 +11,13 @@ OLDEST := .cache/venv-oldest-core
 SUITES ?=
 JOBS   ?= 3
 
-.PHONY: help venv venvs system-deps test demo build bench clean docs
+.PHONY: help venv venvs system-deps test demo build bench clean docs lint
 
 help:
 	@echo "make demo   - run rolling_maintenance against a mock fleet of three VMs"
-	@echo "make test   - every suite (sanity, units, integration on the oldest and newest core; molecule, lint, changelog, docs)"
-	@echo "make docs   - regenerate docs/reference from the plugins' documentation"
+	@echo "make test   - every suite (sanity, units, integration on the oldest and newest core; molecule, lint, changelog, docs, docsite, ee)"
+	@echo "make docs   - regenerate the playbook and event source pages in docs/docsite/rst/reference"
+	@echo "make lint   - ansible-lint, production profile, offline, with this checkout as the collection"
 	@echo "make bench  - the benchmarks under bench/ (prints figures)"
 	@echo "make build  - ansible-galaxy collection build into build/"
 
@@ -50,6 +51,11 @@ demo: venv
 
 docs: venv
 	$(VPY) docs/generate_reference.py --write
+
+# ansible-lint --offline does not install the collection it lints, so it is told where this checkout
+# sits as ansible_collections/azure_imds/scheduled_events (the one place that builds that path).
+lint: venv
+	ANSIBLE_COLLECTIONS_PATH=$$($(VPY) tests/harness/collection_path.py dir) $(VENV)/bin/ansible-lint --profile production --offline
 
 bench: venv
 	tests/harness/loopback-only bash bench/run_all.sh $(VPY)

@@ -22,8 +22,7 @@ MONITORING = os.path.join(ROOT, "extensions", "monitoring")
 RULES = os.path.join(MONITORING, "azure_imds_watcher_alerts.yml")
 DASHBOARD = os.path.join(MONITORING, "azure_imds_watcher_dashboard.json")
 
-# The contract between the watcher and these files: name -> (type, labels). notifications_total is
-# left out: the watcher has no notifications yet.
+# The contract between the watcher and these files: name -> (type, labels).
 CONTRACT = {
     "azure_imds_watcher_build_info": ("gauge", ("version",)),
     "azure_imds_watcher_start_time_seconds": ("gauge", ()),
@@ -42,10 +41,13 @@ CONTRACT = {
     "azure_imds_watcher_event_to_approval_seconds": ("histogram", ()),
     "azure_imds_watcher_drains_past_not_before_total": ("counter", ()),
     "azure_imds_watcher_state_writes_total": ("counter", ("outcome",)),
+    "azure_imds_watcher_notifications_total": ("counter", ("outcome",)),
+    "azure_imds_watcher_notify_attempt_failures_total": ("counter", ()),
+    "azure_imds_watcher_notify_outbox": ("gauge", ()),
 }
 LABEL_VALUES = {
     "outcome": {"ok", "http_error", "throttled", "timeout", "connection_error", "bad_document", "failed", "killed",
-                "sent"},
+                "sent", "dropped"},
     "phase": {"drain", "started", "recover"},
 }
 # Prometheus adds these to every scraped series (node_exporter's, for the textfile collector).

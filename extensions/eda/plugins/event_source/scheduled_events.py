@@ -18,8 +18,8 @@ description:
     each transition of a scheduled event, with the same client, retry rules and normalised fields
     as M(azure_imds.scheduled_events.scheduled_event_info).
   - "Transitions: V(scheduled) (an event seen for the first time, not yet Started), V(started) (seen
-    Started for the first time; an event first seen Started, such as most Preempt and Terminate
-    events, emits only V(started) and its C(seen_scheduled) is V(false)), V(ended) (an event that was
+    Started for the first time; an event first seen Started, such as the Reboot Azure creates already
+    Started after a host hardware failure, emits only V(started) and its C(seen_scheduled) is V(false)), V(ended) (an event that was
     seen Started left the document) and V(cancelled) (an event that was never seen Started left the
     document)."
   - The service never says an event was cancelled; V(cancelled) is inferred. An event that went
