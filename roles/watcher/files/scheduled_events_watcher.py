@@ -11,7 +11,7 @@ approves it by policy, runs started handlers when it starts and recover handlers
     python3 scheduled_events_watcher.py status [--config FILE] [--json]
     python3 scheduled_events_watcher.py start|stop --pid-file FILE ...   (without systemd)
 
-The reference is docs/watcher.md. Standard library only, Python 3.6 or later.
+The reference is docs/docsite/rst/watcher.rst. Standard library only, Python 3.6 or later.
 """
 
 import argparse
@@ -945,7 +945,7 @@ def _seconds_argument(text):
 
 def build_parser():
     parser = _Parser(prog=PROGRAM, description="Act on Azure Scheduled Events on this VM: drain, approve, "
-                                               "recover. Reference: docs/watcher.md of azure_imds.scheduled_events.")
+                                               "recover. Reference: docs/docsite/rst/watcher.rst of azure_imds.scheduled_events.")
     parser.add_argument("--version", action="version", version="%s %s" % (PROGRAM, watcher_liveness.collection_version()))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     config_path = os.environ.get(CONFIG_ENV_VAR) or DEFAULT_CONFIG_PATH

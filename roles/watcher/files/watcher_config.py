@@ -45,11 +45,11 @@ DEFAULTS = {
         "leader_only": False,
     },
     "log_format": "text",
-    # Prometheus metrics (docs/watcher.md, "Metrics"): a textfile for node_exporter (null: none)
+    # Prometheus metrics (docs/docsite/rst/watcher.rst, "Metrics"): a textfile for node_exporter (null: none)
     # and a port on 127.0.0.1 serving /metrics (0: none).
     "metrics_textfile": None,
     "metrics_port": 0,
-    # Where each transition of an event is POSTed (docs/watcher.md, "Notify"): a list of targets
+    # Where each transition of an event is POSTed (docs/docsite/rst/watcher.rst, "Notify"): a list of targets
     # {url, token_file, headers, timeout, max_attempts}; a target's timeout and max_attempts
     # default to notify_timeout and notify_max_attempts.
     "notify": [],
@@ -65,7 +65,7 @@ NOTIFY_KEYS = ("url", "token_file", "headers", "timeout", "max_attempts")
 NOTIFY_RESERVED_HEADERS = ("host", "content-length", "content-type", "transfer-encoding", "connection")
 
 # The range of every number of the file, (minimum, maximum), both included. One table: the checks,
-# check-config and docs/watcher.md all follow it.
+# check-config and docs/docsite/rst/watcher.rst all follow it.
 RANGES = {
     # Microsoft recommends polling once a second; a minute already loses a Preempt's 30 s notice.
     "poll_interval": (_imds.MIN_POLL_INTERVAL, 60.0),

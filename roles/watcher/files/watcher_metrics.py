@@ -5,7 +5,7 @@
 node_exporter's textfile collector and an optional /metrics server on 127.0.0.1.
 
 Standard library only: the daemon runs on VMs that have nothing but Python 3. The names and
-labels are a contract with the dashboards and alerts (docs/watcher.md, "Metrics").
+labels are a contract with the dashboards and alerts (docs/docsite/rst/watcher.rst, "Metrics").
 """
 
 import http.server

@@ -108,7 +108,7 @@ FACTS = [
           "docs/docsite/rst/watcher.rst": "a drain never runs past NotBefore. It can still overlap the maintenance",
           "docs/docsite/rst/rolling_maintenance.rst": "any VM the event names may approve it first"}),
     Fact('VMs in one fault domain can receive scheduled events with EventStatus:"Scheduled" shortly after another '
-         "fault domain\u2019s maintenance is completed. Regardless of what architecture you chose, always keep "
+         "fault domain's maintenance is completed. Regardless of what architecture you chose, always keep "
          "checking for new events pending against your VMs.", LINUX + "#high-level-overview", "High level overview",
          {FACTS_PAGE: "A VM can get a new event right after one ends.",
           "docs/docsite/rst/rolling_maintenance.rst": "so a VM can get a new event right after one ends, and "

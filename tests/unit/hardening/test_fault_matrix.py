@@ -1,6 +1,6 @@
 """Issue 10, fault matrix: every IMDS fault against every consumer, from one table.
 
-Each row is a fault the mock IMDS serves (docs/mock_imds.md, Faults); each consumer meets it with
+Each row is a fault the mock IMDS serves (docs/docsite/rst/mock_imds.rst, Faults); each consumer meets it with
 small deadlines (request_timeout 3 s, retry_timeout 6 s, a wait timeout of 15 s). A cell passes
 when the consumer gives the documented outcome: success, or a clean error (a readable message
 saying what happened, no traceback) within its deadline; the watcher logs the fault, keeps

@@ -10,7 +10,7 @@ through a JSON control API under /_mock/.
 
 Python standard library only (3.8+). The mock_imds role copies this package to a host as it is.
 Run `python3 -m mock_imds --help` (with this package's parent directory on PYTHONPATH) or
-`python3 PATH/TO/mock_imds --help`; the user documentation is docs/mock_imds.md.
+`python3 PATH/TO/mock_imds --help`; the user documentation is docs/docsite/rst/mock_imds.rst.
 """
 
 from .checks import MockError

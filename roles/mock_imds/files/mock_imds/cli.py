@@ -54,7 +54,7 @@ def _build_parser():
     parser = _ArgumentParser(
         prog="mock_imds",
         description="Mock Azure Instance Metadata Service (scheduled events, instance metadata) for tests. "
-                    "Control API under /_mock/; see docs/mock_imds.md.")
+                    "Control API under /_mock/; see docs/docsite/rst/mock_imds.rst.")
     parser.add_argument("--version", action="version", version="mock_imds %s" % collection_version())
     parser.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 = any free port)")

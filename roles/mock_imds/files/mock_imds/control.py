@@ -93,4 +93,4 @@ def control(state, method, path, query, body):
     if route == "redirect-target" and len(parts) == 1:
         state.record_followed_redirect(method, CONTROL_PREFIX + path + ("?" + query if query else ""))
         raise MockError("mock_imds: a client followed a redirect; IMDS clients must never follow redirects")
-    raise MockError("no control call %s /_mock/%s; see docs/mock_imds.md for the control API" % (method, path), 404)
+    raise MockError("no control call %s /_mock/%s; see docs/docsite/rst/mock_imds.rst for the control API" % (method, path), 404)

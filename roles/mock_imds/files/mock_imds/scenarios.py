@@ -154,7 +154,7 @@ def resolve_scenario(name_or_doc, files=True):
     if name_or_doc in BUILTIN_SCENARIOS:
         return name_or_doc, copy.deepcopy(BUILTIN_SCENARIOS[name_or_doc])
     if files and os.path.isfile(name_or_doc):
-        doc = read_json_file(name_or_doc, "scenario file", "fix the file (format: docs/mock_imds.md)")
+        doc = read_json_file(name_or_doc, "scenario file", "fix the file (format: docs/docsite/rst/mock_imds.rst)")
         if not isinstance(doc, dict):
             raise MockError("scenario file %s must hold a JSON object with an events list" % name_or_doc)
         return doc.get("name", os.path.basename(name_or_doc)), doc
