@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import types
+import uuid
 from unittest import mock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,3 +59,7 @@ def pytest_configure():
         import pytest  # pylint: disable=import-outside-toplevel
         pytest.exit("not isolated: %s. For example: tests/harness/loopback-only .venv/bin/pytest tests/unit"
                     % isolation.HOW, returncode=4)
+    # The name of this test run for tests/once_per_run.py, set before any forked test starts (it
+    # inherits the environment); xdist workers have their run's PYTEST_XDIST_TESTRUNUID instead.
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["AZURE_IMDS_TEST_RUN"] = uuid.uuid4().hex

@@ -17,6 +17,7 @@
 
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -24,6 +25,8 @@ import tarfile
 
 import pytest
 import yaml
+
+from once_per_run import once_per_run  # pylint: disable=import-error
 
 from .conftest import BIN, ROOT, load_yaml
 
@@ -58,32 +61,43 @@ def pins(path):
     return found
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def galaxy():
     return load_yaml(os.path.join(ROOT, "galaxy.yml"))
 
 
-@pytest.fixture(scope="module")
-def tarball(tmp_path_factory, galaxy):
-    out = tmp_path_factory.mktemp("build")
-    rc, output = run([tool("ansible-galaxy"), "collection", "build", "--output-path", str(out), ROOT])
+# The tarball, its installed copy and the build context are made once for every test of the run
+# (ansible-test forks each test: see tests/once_per_run.py); the fixtures hand out their paths.
+
+def build_tarball(out):
+    galaxy_yml = load_yaml(os.path.join(ROOT, "galaxy.yml"))
+    rc, output = run([tool("ansible-galaxy"), "collection", "build", "--output-path", out, ROOT])
     assert rc == 0, output
-    path = out / ("%s-%s-%s.tar.gz" % (galaxy["namespace"], galaxy["name"], galaxy["version"]))
-    assert path.is_file(), output
+    path = os.path.join(out, "%s-%s-%s.tar.gz" % (galaxy_yml["namespace"], galaxy_yml["name"], galaxy_yml["version"]))
+    assert os.path.isfile(path), output
     return path
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory, tarball):
-    """The directory holding ansible_collections/ with the collection installed from the tarball."""
-    where = tmp_path_factory.mktemp("installed")
+@pytest.fixture
+def tarball():
+    return pathlib.Path(once_per_run("collection-tarball", build_tarball))
+
+
+def install_tarball(where, path):
     # Only this directory is searched: under ansible-test the checkout itself is on the collections
     # path, and ansible-galaxy would answer that the collection is installed already.
-    rc, output = run([tool("ansible-galaxy"), "collection", "install", "--offline", "-p", str(where), str(tarball)],
-                     env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(where)))
+    rc, output = run([tool("ansible-galaxy"), "collection", "install", "--offline", "-p", where, path],
+                     env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=where))
     assert rc == 0, output
-    assert (where / "ansible_collections" / "azure_imds" / "scheduled_events" / "MANIFEST.json").is_file(), output
+    assert os.path.isfile(os.path.join(where, "ansible_collections", "azure_imds", "scheduled_events",
+                                       "MANIFEST.json")), output
     return where
+
+
+@pytest.fixture
+def installed(tarball):
+    """The directory holding ansible_collections/ with the collection installed from the tarball."""
+    return pathlib.Path(once_per_run("collection-installed", lambda where: install_tarball(where, str(tarball))))
 
 
 def test_the_tarball_carries_the_license_and_no_development_files(tarball):
@@ -117,17 +131,21 @@ def test_ansible_builder_introspects_the_installed_collection(installed, galaxy)
     assert found["system"] == []
 
 
-@pytest.fixture(scope="module")
-def context(tmp_path_factory, tarball):
-    """(ansible-builder output, context directory) from a scratch tree shaped like the repository."""
-    work = tmp_path_factory.mktemp("ee")
-    shutil.copytree(EE_DIR, str(work / "extensions" / "ee"))
-    os.makedirs(str(work / "build"))
-    shutil.copy(str(tarball), str(work / "build"))
+def create_context(work, path):
+    shutil.copytree(EE_DIR, os.path.join(work, "extensions", "ee"))
+    os.makedirs(os.path.join(work, "build"))
+    shutil.copy(path, os.path.join(work, "build"))
     rc, output = run([tool("ansible-builder"), "create", "-f", "extensions/ee/execution-environment.yml",
-                      "--context", "context"], cwd=str(work))
+                      "--context", "context"], cwd=work)
     assert rc == 0, output
-    return output, work / "context"
+    return [output, os.path.join(work, "context")]
+
+
+@pytest.fixture
+def context(tarball):
+    """(ansible-builder output, context directory) from a scratch tree shaped like the repository."""
+    output, directory = once_per_run("ee-build-context", lambda work: create_context(work, str(tarball)))
+    return output, pathlib.Path(directory)
 
 
 def context_files(directory):

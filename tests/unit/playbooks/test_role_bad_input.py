@@ -11,6 +11,7 @@ variable, with no traceback, and the mock IMDS must have seen no request at all.
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -18,6 +19,7 @@ import pytest
 import yaml
 
 from mock_imds_helpers import start_mock  # pylint: disable=import-error
+from once_per_run import once_per_run  # pylint: disable=import-error
 
 from ..hardening.test_bad_input import NUMBER_VALUES
 from .conftest import BIN, FARM, ROLES, load_yaml, role_options
@@ -61,9 +63,9 @@ PLAYBOOK = [{
 RUN_LIMIT = 1800
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("role-bad-input")
+def run_every_case(workdir):
+    """The one playbook run of every case: [outcomes by case id, the mock's requests, the output]."""
+    workdir = pathlib.Path(workdir)
     with start_mock(rate_limit=False) as mock:
         hosts = {}
         for number, (case_id, name, value) in enumerate(CASES):
@@ -85,7 +87,13 @@ def outcomes(tmp_path_factory):
     output = proc.stdout.decode("utf-8", "replace")
     assert proc.returncode == 0, output[-6000:]
     with open(str(workdir / "outcomes.json"), encoding="utf-8") as handle:
-        return json.load(handle), requests, output
+        return [json.load(handle), requests, output]
+
+
+@pytest.fixture
+def outcomes():
+    # Once for every case of the run (ansible-test forks each test: see tests/once_per_run.py).
+    return once_per_run("role-bad-input", run_every_case)
 
 
 def test_every_numeric_variable_is_in_the_range_table():
