@@ -157,9 +157,11 @@ def suite_table():
              progress=[r"(?:INFO|WARNING)\s+(\S+ ➜ \w+)", r"TASK \[([^\]]+)\]?"])
         for scenario in molecule_scenarios()]
     suites += [
+        # As from a plain checkout: .ansible-lint holds the profile, and ansible-lint installs this
+        # checkout into .ansible/collections itself (no collections path is given).
         dict(name="lint", kind="lint", unit="check", weight=0.7, cwd="root", own_netns=False,
-             cmd=[os.path.join(BIN, "ansible-lint"), "--offline", "--profile", "production", "--nocolor"],
-             counter=count_check),
+             cmd=[os.path.join(BIN, "ansible-lint"), "--nocolor"], counter=count_check,
+             unset=("ANSIBLE_COLLECTIONS_PATH", "MOLECULE_COLLECTIONS_PATH")),
         dict(name="changelog", kind="changelog", unit="check", weight=0, cwd="root", own_netns=False,
              cmd=[os.path.join(BIN, "antsibull-changelog"), "lint"], counter=count_check),
         dict(name="docs", kind="docs", unit="check", weight=0, cwd="root", own_netns=False,
@@ -265,6 +267,8 @@ def run_suite(suite, snapshot):
     copy = prepare_copy(snapshot, suite)
     collections = os.path.dirname(os.path.dirname(os.path.dirname(copy)))
     env = environment(collections, suite.get("venv"))
+    for name in suite.get("unset", ()):
+        env.pop(name, None)
     cwd = {"root": ROOT, "extensions": os.path.join(ROOT, "extensions")}.get(suite.get("cwd"), copy)
     cmd = suite["cmd"]
     if suite.get("lock"):
