@@ -125,7 +125,7 @@ class Rulebook(object):
 
 
 @pytest.fixture
-def rulebook(tmp_path):
+def rulebook(tmp_path, request):
     started = []
 
     def start(*args, **kwargs):
@@ -134,8 +134,12 @@ def rulebook(tmp_path):
         return run
 
     yield start
-    for run in started:
+    # ansible-rulebook's own output is kept for the reader of a CI run (the rule that fired).
+    kept = os.path.join(ROOT, "tests", "output", "eda")
+    os.makedirs(kept, exist_ok=True)
+    for number, run in enumerate(started):
         run.stop()
+        shutil.copy(run.log_path, os.path.join(kept, "%s-%d.log" % (request.node.name, number)))
 
 
 @pytest.fixture
