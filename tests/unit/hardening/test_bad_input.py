@@ -336,32 +336,36 @@ def role_inventory(cases, mock, workdir):
     return {"all": {"vars": base, "hosts": hosts}}
 
 
-def role_playbook(results_dir):
+def role_playbook(results_path):
+    """Each host keeps its outcome as a fact (no module runs on the host for it); one task on the
+    controller then writes every outcome to results_path, {case id: outcome}."""
     def record(result):
-        return {"name": "Record the outcome", "check_mode": False,
-                "ansible.builtin.copy": {"content": "{{ %s | to_json }}" % result, "mode": "0600",
-                                         "dest": "%s/{{ hardening_case }}.json" % results_dir}}
+        return {"name": "Keep the outcome", "ansible.builtin.set_fact": {"hardening_outcome": "{{ %s }}" % result}}
 
     refused = ("{'refused': true, 'msg': ansible_failed_result.msg | default('') | string, "
                "'task': ansible_failed_task.name | default('') | string}")
+    outcomes = ("{{ groups['all'] | map('extract', hostvars) | selectattr('hardening_outcome', 'defined')"
+                " | items2dict(key_name='hardening_case', value_name='hardening_outcome') | to_json }}")
     return [{"name": "Bad values of the watcher role's variables, one case per host", "hosts": "all",
              "gather_facts": False, "tasks": [{
                  "name": "Run the role with the host's bad value",
                  "block": [{"name": "Run the role", "ansible.builtin.include_role": {
                      "name": "azure_imds.scheduled_events.watcher"}}, record("{'refused': false}")],
                  "rescue": [record(refused)],
-             }]}]
+             }]},
+            {"name": "Write every host's outcome at once", "hosts": "localhost", "gather_facts": False,
+             "tasks": [{"name": "Write the outcomes", "check_mode": False, "ansible.builtin.copy": {
+                 "content": outcomes, "dest": results_path, "mode": "0600"}}]}]
 
 
 def run_role_cases():
     """Run every role case in one check-mode playbook run; {case id: Verdict}."""
     workdir = tempfile.mkdtemp(prefix="hardening-role-")
-    results_dir = os.path.join(workdir, "results")
-    os.makedirs(results_dir)
+    results_path = os.path.join(workdir, "outcomes.json")
     with start_mock(rate_limit=True) as mock:
         paths = {}
         for name, content in (("inventory.yml", role_inventory(ROLE_CASES, mock, workdir)),
-                              ("playbook.yml", role_playbook(results_dir))):
+                              ("playbook.yml", role_playbook(results_path))):
             paths[name] = os.path.join(workdir, name)
             with open(paths[name], "w") as handle:
                 yaml.safe_dump(content, handle, sort_keys=False)
@@ -375,11 +379,9 @@ def run_role_cases():
         result = Process(command, env, cwd=workdir).wait(PLAYBOOK_LIMIT)
         requests = _requests(mock)
     outcomes = {}
-    for case in ROLE_CASES:
-        path = os.path.join(results_dir, case.id + ".json")
-        if os.path.exists(path):
-            with open(path) as handle:
-                outcomes[case.id] = json.load(handle)
+    if os.path.exists(results_path):
+        with open(results_path) as handle:
+            outcomes = json.load(handle)
     shutil.rmtree(workdir, ignore_errors=True)
     verdicts = {}
     for case in ROLE_CASES:
