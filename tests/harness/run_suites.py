@@ -113,6 +113,21 @@ def count_check(text, rc, _copy):
     return (1, 0) if rc == 0 else (0, 1)
 
 
+# What a failed suite shows below its line: the first lines that name a failure (an ansible task's
+# fatal result, a pytest assertion, an ansible-test error), then the end of its log. A failure in
+# the middle of a molecule scenario is otherwise buried under its cleanup.
+FAILURE_LINE = re.compile(r"fatal: \[|FAILED! =>|^E {2,}|^FAILED |^ERROR: ")
+FAILURE_LINES = 12
+TAIL_LINES = 30
+LINE_WIDTH = 400
+
+
+def failure_excerpt(lines):
+    first = [line for line in lines if FAILURE_LINE.search(ANSI.sub("", line))][:FAILURE_LINES]
+    excerpt = (["the first failure lines:"] + first + ["...", "the end of the log:"]) if first else []
+    return [line[:LINE_WIDTH] for line in excerpt + lines[-TAIL_LINES:]]
+
+
 # -- the suites --------------------------------------------------------------------------------
 
 def molecule_scenarios():
@@ -329,8 +344,8 @@ def run_all(suites, jobs, snapshot):
                 suite["name"], "PASS" if ok else "FAIL", passed, failed, took, why, os.path.relpath(log, ROOT)))
             if not ok:
                 with open(log, encoding="utf-8", errors="replace") as handle:
-                    tail = handle.read().splitlines()[-30:]
-                Printer.say("\n".join("    | " + line for line in tail))
+                    lines = handle.read().splitlines()
+                Printer.say("\n".join("    | " + line for line in failure_excerpt(lines)))
 
     threads = [threading.Thread(target=worker) for dummy in range(max(1, jobs))]
     for thread in threads:
