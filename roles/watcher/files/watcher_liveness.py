@@ -141,7 +141,8 @@ def read_status_file(state_dir):
 
 
 def pid_is_watcher(pid):
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+    # Never this process: a status command given a stale pid is a watcher by its command line too.
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
         return False
     try:
         os.kill(pid, 0)
