@@ -116,7 +116,7 @@ def count_check(text, rc, _copy):
 # What a failed suite shows below its line: the first lines that name a failure (an ansible task's
 # fatal result, a pytest assertion, an ansible-test error), then the end of its log. A failure in
 # the middle of a molecule scenario is otherwise buried under its cleanup.
-FAILURE_LINE = re.compile(r"fatal: \[|FAILED! =>|^E {2,}|^FAILED |^ERROR: ")
+FAILURE_LINE = re.compile(r"fatal: \[|FAILED! =>|^E {2,}|^FAILED (?!- RETRYING)|^ERROR: ")
 FAILURE_LINES = 12
 TAIL_LINES = 30
 LINE_WIDTH = 400
