@@ -827,14 +827,23 @@ def print_status(report, out):
 # --------------------------------------------------------------------------------------------
 
 def read_pid(pid_file):
-    """The pid in pid_file if that process is alive and is another watcher (watcher_liveness.pid_is_watcher),
-    else None."""
+    """The pid in pid_file if that process is alive and is a watcher, else None.
+
+    A stale pid file's pid may have been given anew to this very command (it is a watcher by its
+    command line too, started to ask whether a daemon runs): that is no running daemon."""
     try:
         with open(pid_file) as handle:
             pid = int(handle.read().strip())
     except (OSError, ValueError):
         return None
-    return pid if watcher_liveness.pid_is_watcher(pid) else None
+    if pid == os.getpid():
+        return None
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            cmdline = handle.read()
+    except OSError:
+        return None
+    return pid if b"scheduled_events_watcher" in cmdline else None
 
 
 def write_pid(pid_file):
