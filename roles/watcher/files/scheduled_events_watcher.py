@@ -827,23 +827,19 @@ def print_status(report, out):
 # --------------------------------------------------------------------------------------------
 
 def read_pid(pid_file):
-    """The pid in pid_file if that process is alive and is a watcher, else None.
+    """The pid in pid_file if that process is alive and is another watcher, else None.
 
-    A stale pid file's pid may have been given anew to this very command (it is a watcher by its
-    command line too, started to ask whether a daemon runs): that is no running daemon."""
+    watcher_liveness.pid_is_watcher decides, by the one rule `status` uses too: a stale pid file's pid
+    may have been given anew to this very command, which is a watcher by its command line but no
+    running daemon."""
     try:
         with open(pid_file) as handle:
             pid = int(handle.read().strip())
     except (OSError, ValueError):
         return None
-    if pid == os.getpid():
+    if not watcher_liveness.pid_is_watcher(pid):
         return None
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as handle:
-            cmdline = handle.read()
-    except OSError:
-        return None
-    return pid if b"scheduled_events_watcher" in cmdline else None
+    return pid
 
 
 def write_pid(pid_file):
