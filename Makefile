@@ -41,8 +41,9 @@ venvs: $(VENV)/.installed $(OLDEST)/.installed
 system-deps:
 	tests/harness/system-deps $(SUITES)
 
+# The two environments build side by side (pip is mostly one core each): 35 s instead of 61 s here.
 test: system-deps
-	$(MAKE) --no-print-directory venvs
+	$(MAKE) --no-print-directory -j 2 venvs
 	tests/harness/prepare $(SUITES)
 	tests/harness/loopback-only $(VPY) tests/harness/run_suites.py -j $(JOBS) $(SUITES)
 
