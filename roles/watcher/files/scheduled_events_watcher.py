@@ -112,6 +112,17 @@ class Logger(object):
         self._wall_clock = wall_clock or time.time
         # Reentrant: the stop signal's handler logs, and may interrupt the main thread mid-line.
         self._lock = threading.RLock()
+        # A stream with a file descriptor gets each line by os.write: a signal handler that logs
+        # while the main thread is inside a buffered write would make the buffered writer raise
+        # "reentrant call" in whatever the main thread was doing (once, a handler's start, which
+        # then ran unsupervised). A line of up to PIPE_BUF bytes is written whole or not at all.
+        self._fd = None
+        try:
+            fd = self.stream.fileno()
+            self.stream.flush()
+            self._fd = fd
+        except (AttributeError, OSError, ValueError):
+            pass
 
     def _stamp(self):
         now = self._wall_clock()
@@ -131,10 +142,21 @@ class Logger(object):
             line = "<%d>%s" % (self.PRIORITY.get(level, 6), line)
         with self._lock:
             try:
-                self.stream.write(line + "\n")
-                self.stream.flush()
-            except (OSError, ValueError):
-                pass
+                self._write(line + "\n")
+            except Exception:  # pylint: disable=broad-except
+                pass   # a line that cannot be written is lost; logging never stops the watcher
+
+    def _write(self, text):
+        if self._fd is None:
+            self.stream.write(text)
+            self.stream.flush()
+            return
+        data = memoryview(text.encode("utf-8", "backslashreplace"))
+        while data:
+            written = os.write(self._fd, data)
+            if written <= 0:
+                return
+            data = data[written:]
 
     def apply(self, actions):
         for action in actions:
