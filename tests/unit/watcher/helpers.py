@@ -5,6 +5,7 @@ import os
 import stat
 import sys
 import textwrap
+import time
 
 import watcher_config
 
@@ -96,3 +97,13 @@ class LogSink(object):
 
     def messages(self, action=None):
         return [line[2] for line in self.lines if action is None or line[1] == action]
+
+
+def wait_until(predicate, seconds=30.0):
+    """Real time, with a generous bound: the machine is shared."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()

@@ -14,7 +14,7 @@ import watcher_processes
 from watcher_handlers import OUTPUT_LIMIT, PhaseRunner, command_problem, permission_problem
 from watcher_state import StateStore
 
-from .helpers import ID_A, IGNORING_SIGTERM, NOW, LogSink, config, event, write_handler
+from .helpers import ID_A, IGNORING_SIGTERM, NOW, LogSink, config, event, wait_until, write_handler
 from .test_e2e_mock import Vm, mock  # noqa: F401  pylint: disable=unused-import
 from .test_handlers import runner
 
@@ -22,16 +22,6 @@ from .test_handlers import runner
 def alive(pid):
     stat = watcher_processes.proc_stat(pid)
     return stat is not None and stat[0] not in ("Z", "X")
-
-
-def wait_until(predicate, seconds=30.0):
-    """Real time, with a generous bound: the machine is shared."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def read_state(tmp_path):

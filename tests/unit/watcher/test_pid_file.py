@@ -8,9 +8,9 @@ watcher by its command line too) must not pass for a running daemon."""
 import os
 import subprocess
 import sys
-import time
 
 from .conftest import WATCHER_FILES
+from .helpers import wait_until
 
 READ_OWN_PID = """
 import os, sys
@@ -41,10 +41,8 @@ def test_a_pid_file_naming_another_watcher_process_is_a_running_watcher(tmp_path
 
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "scheduled_events_watcher"])
     try:
-        deadline = time.monotonic() + 30
-        while b"scheduled_events_watcher" not in cmdline_of(other.pid):
-            assert time.monotonic() < deadline, "the stand-in watcher never showed its command line"
-            time.sleep(0.01)
+        assert wait_until(lambda: b"scheduled_events_watcher" in cmdline_of(other.pid)), \
+            "the stand-in watcher never showed its command line"
         pid_file = tmp_path / "watcher.pid"
         pid_file.write_text(str(other.pid))
         assert scheduled_events_watcher.read_pid(str(pid_file)) == other.pid
