@@ -3,10 +3,13 @@
 #   make test   builds .venv from pinned requirements and runs every suite, network-isolated
 # Run one suite with: make test SUITES="units sanity"
 
+# The newest supported ansible-core (2.21) needs Python 3.12+: .venv, where every tool runs, is built
+# with pyenv's 3.13 or Debian's python3.13 (tests/harness/find-python says where it looked).
+# The oldest core (2.19) runs on the system's python3 (3.11 on Debian 12) in an environment of its own.
+NEWEST_PYTHON ?= $(shell tests/harness/find-python 3.13 2>/dev/null)
 PYTHON ?= python3
 VENV   := .venv
 VPY    := $(VENV)/bin/python
-# The oldest supported ansible-core gets an environment of its own (the newest is in .venv).
 OLDEST := .cache/venv-oldest-core
 SUITES ?=
 JOBS   ?= 3
@@ -22,12 +25,13 @@ help:
 	@echo "make build  - ansible-galaxy collection build into build/"
 
 $(VENV)/.installed: tests/requirements.txt tests/constraints.txt tests/unit/requirements.txt
-	$(PYTHON) -m venv $(VENV)
+	@[ -n "$(NEWEST_PYTHON)" ] || tests/harness/find-python 3.13
+	$(NEWEST_PYTHON) -m venv --clear $(VENV)
 	$(VPY) -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt -c tests/constraints.txt
 	touch $@
 
 $(OLDEST)/.installed: tests/harness/requirements-oldest-core.txt tests/unit/requirements.txt tests/constraints.txt
-	$(PYTHON) -m venv $(OLDEST)
+	$(PYTHON) -m venv --clear $(OLDEST)
 	$(OLDEST)/bin/python -m pip install --quiet --disable-pip-version-check \
 	  -r tests/harness/requirements-oldest-core.txt -c tests/harness/constraints-oldest-core.txt
 	touch $@

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The base image of our execution environment (execution-environment.yml names it): Debian
-# bookworm from Debian packages, with the Python that ansible-core 2.19 needs (3.11), pip and the
-# ssh client bindep.txt asks for. mmdebstrap fetches the packages from this machine's own apt
-# sources; no image registry is involved.
+# The base image of our execution environment (execution-environment.yml names it): Debian 13
+# (trixie) from Debian packages, with the Python 3.13 that the newest supported ansible-core (2.21,
+# Python 3.12+) runs on, pip and the ssh client bindep.txt asks for. mmdebstrap fetches the packages
+# from this machine's own apt mirror (its sources, with the machine's own release name changed to
+# trixie when it runs another release); no image registry is involved.
 #
-#   extensions/ee/base-image.sh           # builds localhost/azure-imds-ee-base:bookworm if needed
+#   extensions/ee/base-image.sh           # builds localhost/azure-imds-ee-base:trixie if needed
 #   extensions/ee/base-image.sh --check   # only says whether it is there and current (exit 1 if not)
 #
 # The image carries a label with a hash of its recipe: when an image with the current recipe is
@@ -12,8 +13,8 @@
 # CONTAINERS_CONF, if set, is honoured (tests/ee/run sets one that works on its test machines).
 set -euo pipefail
 
-image=localhost/azure-imds-ee-base:bookworm
-suite=bookworm
+image=localhost/azure-imds-ee-base:trixie
+suite=trixie
 packages=python3,python3-pip,openssh-client
 # ansible-core refuses a locale that is not UTF-8; C.UTF-8 is part of Debian's libc.
 changes=("ENV LANG=C.UTF-8" 'CMD ["/bin/bash"]')
@@ -53,8 +54,14 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/ee-base-image.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "base-image: building $image with mmdebstrap (recipe $recipe_hash, packages $packages)"
-# Mirror "-": the machine's own apt sources on standard input, so that no host is named here.
-if ! cat "${have_sources[@]}" | mmdebstrap --variant=minbase --include="$packages" \
+# Mirror "-": the machine's own apt sources on standard input, so that no host is named here; a
+# bookworm machine's "bookworm", "bookworm-updates" and "bookworm-security" become trixie's.
+host_release=$( (. /etc/os-release && echo "${VERSION_CODENAME:-}") 2>/dev/null || true)
+rename=(cat)
+if [ -n "$host_release" ] && [ "$host_release" != "$suite" ]; then
+  rename=(sed -E "s/\b$host_release(-updates|-security|-backports)?\b/$suite\1/g")
+fi
+if ! cat "${have_sources[@]}" | "${rename[@]}" | mmdebstrap --variant=minbase --include="$packages" \
     --format=tar "$suite" "$work/rootfs.tar" - >"$work/log" 2>&1; then
   echo "base-image: mmdebstrap failed; its last lines:" >&2
   tail -20 "$work/log" >&2

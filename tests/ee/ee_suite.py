@@ -187,6 +187,22 @@ def base_image_name():
         return re.search(r"^image=(\S+)$", handle.read(), re.M).group(1)
 
 
+def python_for_wheels(minor):
+    """The interpreter of one of the project's environments whose Python is the base image's: binary
+    wheels fit only the Python they were made for. .venv runs the newest core on Python 3.13; the
+    oldest core's environment has the system python3, which is the Debian base image's too."""
+    for venv in (os.path.join(ROOT, ".venv"), os.path.join(ROOT, ".cache", "venv-oldest-core")):
+        python = os.path.join(venv, "bin", "python")
+        if not os.path.isfile(python):
+            continue
+        found = run("Python of %s" % os.path.relpath(venv, ROOT),
+                    [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])[0].strip()
+        if found == minor:
+            return python
+    raise SuiteError("no environment of this project has Python %s, the base image's, to make its wheels with: "
+                     "`make venvs` builds .cache/venv-oldest-core with the system python3" % minor)
+
+
 def wheelhouse_path(requirements, python_minor):
     key = hashlib.sha256(("python%s\n" % python_minor + "\n".join(requirements)).encode()).hexdigest()[:16]
     return os.path.join(CACHE, "wheelhouse-%s" % key)
@@ -199,11 +215,7 @@ def prepare():
     text, took = run("base image", ["bash", BASE_IMAGE_SCRIPT])
     say("  %s (%.0f s)" % (text.strip().splitlines()[-1], took))
     minor = python_minor_of_base_image()
-    host = run("Python of .venv", [os.path.join(BIN, "python"), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])[0]
-    venv_minor = host.strip()
-    if venv_minor != minor:
-        raise SuiteError("the wheelhouse is made with .venv's Python %s but the base image has Python %s: "
-                         "binary wheels would not fit" % (venv_minor, minor))
+    wheel_python = python_for_wheels(minor)
     work = tempfile.mkdtemp(prefix="ee-prepare-")
     try:
         scratch_context(work)
@@ -218,7 +230,7 @@ def prepare():
     partial = wheelhouse + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     os.makedirs(partial)
-    run("pip wheel", [os.path.join(BIN, "python"), "-m", "pip", "wheel", "--quiet", "--wheel-dir", partial] + requirements)
+    run("pip wheel", [wheel_python, "-m", "pip", "wheel", "--quiet", "--wheel-dir", partial] + requirements)
     os.rename(partial, wheelhouse)
     say("wheelhouse %s made (%d wheels)" % (os.path.relpath(wheelhouse, ROOT), len(os.listdir(wheelhouse))))
 

@@ -1,7 +1,7 @@
 """Run the project's test suites and report what each tested, suite by suite.
 
 Usage: run_suites.py [-j N] [SUITE ...]   (default: every suite; SUITE is a name below, such as
-                                        `units`, which means every core, or one row: `units/2.17`)
+                                        `units`, which means every core, or one row: `units/2.19`)
        run_suites.py --list
        run_suites.py --core-venvs          (the virtual environment of each supported core)
 
@@ -39,7 +39,6 @@ ROOT = collection_path.ROOT
 # AZURE_IMDS_BUILD_DIR lets two runs on one checkout keep apart (each copies the tree there).
 BUILD = os.environ.get("AZURE_IMDS_BUILD_DIR") or os.path.join(ROOT, "build")
 LOGS = os.path.join(BUILD, "logs") if os.environ.get("AZURE_IMDS_BUILD_DIR") else os.path.join(ROOT, "tests", "output", "harness")
-PY = "%d.%d" % sys.version_info[:2]
 BIN = os.path.dirname(sys.executable)
 # The supported range of ansible-core, oldest first: the virtual environment of each (built by
 # `make venvs` from the pins named in the Makefile). meta/runtime.yml's requires_ansible names
@@ -59,13 +58,17 @@ ANSIBLE_TEST_LOCK = os.path.expanduser("~/.ansible/test/azure_imds.lock")
 
 
 def core_version(venv):
-    """major.minor of the ansible-core in venv, or None when that environment is missing."""
+    """(major.minor of the ansible-core in venv, major.minor of its Python), or None when that
+    environment is missing. Each core runs ansible-test on its own environment's Python: the newest
+    core needs a newer Python than the oldest one runs on."""
     python = os.path.join(venv, "bin", "python")
     if not os.path.exists(python):
         return None
-    out = subprocess.run([python, "-c", "import ansible.release as r; print(r.__version__)"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False).stdout.decode().strip()
-    return ".".join(out.split(".")[:2]) or None
+    out = subprocess.run([python, "-c", "import sys, ansible.release as r; print(r.__version__, '%d.%d' % sys.version_info[:2])"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False).stdout.decode().split()
+    if len(out) != 2:
+        return None
+    return ".".join(out[0].split(".")[:2]), out[1]
 
 
 # -- counting what a suite tested: (passed, failed) ----------------------------------------------
@@ -137,9 +140,9 @@ def molecule_scenarios():
     return sorted(d for d in os.listdir(base) if os.path.isfile(os.path.join(base, d, "molecule.yml")))
 
 
-def core_suites(venv, version):
+def core_suites(venv, version, python):
     ansible_test = os.path.join(venv, "bin", "ansible-test")
-    common = ["--local", "--python", PY, "--color", "no"]
+    common = ["--local", "--python", python, "--color", "no"]
     return [
         dict(name="integration/%s" % version, kind="integration", unit="targets", venv=venv, weight=5,
              cmd=[ansible_test, "integration"] + common + ["--continue-on-error"] + TARGETS, counter=count_integration,
@@ -159,12 +162,12 @@ def core_suites(venv, version):
 def suite_table():
     suites = []
     for venv in CORES:
-        version = core_version(venv)
-        if version is None:
+        versions = core_version(venv)
+        if versions is None:
             suites += [dict(name="%s/%s" % (kind, os.path.basename(venv)), kind=kind, unit="tests", missing=venv)
                        for kind in ("integration", "sanity", "units")]
         else:
-            suites += core_suites(venv, version)
+            suites += core_suites(venv, *versions)
     # One suite per molecule scenario, so that the scenarios run beside the other suites.
     suites += [
         dict(name="molecule/%s" % scenario, kind="molecule", unit="scenarios", weight=WEIGHTS.get(scenario, 3),

@@ -30,10 +30,13 @@ mapfile -t venvs < <(.venv/bin/python tests/harness/run_suites.py --core-venvs)
 for venv in "${venvs[@]}"; do
   venv_py=$venv/bin/python
   core=$("$venv_py" -c 'import ansible.release as r; print(r.__version__)')
+  # Each core's sanity runs on its own environment's Python (2.21 needs 3.12+; 2.19 runs on 3.11).
+  python=$("$venv_py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   pip_version=$("$venv_py" -c '
+import sys
 from ansible_test._internal.python_requirements import get_venv_packages
 from ansible_test._internal.host_configs import NativePythonConfig
-print(get_venv_packages(NativePythonConfig(version="3.11"))["pip"])')
+print(get_venv_packages(NativePythonConfig(version=sys.argv[1]))["pip"])' "$python")
   cache="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
   mkdir -p "$(dirname "$cache")"
   cat > "$cache" <<'PY'
@@ -47,10 +50,10 @@ subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet"] + args
 PY
   log=$root/tests/output/prepare-ansible-test-venvs-$core.log
   (cd "$copy" && ANSIBLE_COLLECTIONS_PATH="$build/collections" PATH="$venv/bin:$PATH" "$venv/bin/ansible-test" sanity \
-      --prime-venvs --local --python 3.11 --color no) >"$log" 2>&1 || {
+      --prime-venvs --local --python "$python" --color no) >"$log" 2>&1 || {
     echo "prepare: priming ansible-test $core sanity environments failed; see $log" >&2
     tail -20 "$log" >&2
     exit 1
   }
-  echo "prepare: ansible-test $core sanity environments ready"
+  echo "prepare: ansible-test $core sanity environments ready (Python $python)"
 done
