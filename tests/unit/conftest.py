@@ -4,18 +4,10 @@ Under `ansible-test units` (what `make test` runs) the tree already sits at
 .../ansible_collections/azure_imds/scheduled_events (tests/harness/collection_path.py builds it)
 and nothing here is needed. Plain `pytest tests/unit` from a checkout gets the same path as a
 symlink farm from that one module, so edits show without a copy.
-
-ansible.module_utils.testing.patch_module_args, which the module tests use, came with
-ansible-core 2.19; on the older cores the collection supports, the same context manager is
-provided here, built on what those cores read (basic._ANSIBLE_ARGS).
 """
-import contextlib
-import json
 import os
 import sys
-import types
 import uuid
-from unittest import mock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
@@ -27,28 +19,6 @@ for extra in (os.path.join(ROOT, "tests"), os.path.join(ROOT, "roles", "mock_imd
         sys.path.insert(0, extra)
 
 
-def _provide_patch_module_args():
-    try:
-        import ansible.module_utils.testing  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
-        return
-    except ImportError:
-        pass
-    from ansible.module_utils import basic  # pylint: disable=import-outside-toplevel
-
-    @contextlib.contextmanager
-    def patch_module_args(args=None):
-        if not isinstance(args, (dict, type(None))):
-            raise TypeError("The `args` arg must be a dict or None.")
-        payload = json.dumps(dict(ANSIBLE_MODULE_ARGS=args or {})).encode()
-        with mock.patch.object(basic, "_ANSIBLE_ARGS", payload):
-            yield
-
-    testing = types.ModuleType("ansible.module_utils.testing")
-    testing.patch_module_args = patch_module_args
-    sys.modules["ansible.module_utils.testing"] = testing
-
-
-_provide_patch_module_args()
 
 
 def pytest_configure():

@@ -11,16 +11,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar
 
-try:
-    from ansible.template import trust_as_template
-    # The template's own text: what the tests check (2.19 never converts it).
-    LOOKUP_OPTIONS = ""
-except ImportError:  # ansible-core before 2.19 trusts every string it templates, and would read
-    # the rendered JSON back into data unless told not to.
-    LOOKUP_OPTIONS = ", convert_data=False"
-
-    def trust_as_template(value):
-        return value
+from ansible.template import trust_as_template
 
 from .conftest import ROLES
 
@@ -34,8 +25,8 @@ def render(name, variables):
     loader = DataLoader()
     loader.set_basedir(TEMPLATES)
     templar = Templar(loader=loader, variables=variables)
-    return templar.template(trust_as_template("{{ lookup('ansible.builtin.template', '%s'%s) }}"
-                                              % (os.path.join(TEMPLATES, name), LOOKUP_OPTIONS)))
+    return templar.template(trust_as_template("{{ lookup('ansible.builtin.template', '%s') }}"
+                                              % os.path.join(TEMPLATES, name)))
 
 
 def event(event_id, event_type="Reboot", status="Scheduled", resources=("web_0",), not_before="2026-01-01T10:15:00Z",
