@@ -19,8 +19,6 @@ for extra in (os.path.join(ROOT, "tests"), os.path.join(ROOT, "roles", "mock_imd
         sys.path.insert(0, extra)
 
 
-
-
 def pytest_configure():
     """Refuse to run outside tests/harness/loopback-only: a test that reached for the real IMDS
     address (a default URL, an empty variable) must fail there, not leave the machine."""
