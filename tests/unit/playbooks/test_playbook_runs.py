@@ -174,6 +174,46 @@ def test_bad_play_level_variables_are_refused_before_the_play(mock, run_playbook
     assert mock.control("GET", "audit")["requests"] == []
 
 
+# A pattern that matches nothing must not end in "skipping: no hosts matched" and exit status 0: a
+# scheduled AWX job would report success while nothing was looked at.
+@pytest.mark.parametrize("names, extra, options, expected", [
+    # The rolling maintenance guide's command, against the inventory of the testing guide (no group web).
+    (HOSTS, {"rolling_maintenance_hosts": "web"}, [],
+     "rolling_maintenance_hosts is 'web', which matches no host of the inventory (hosts: web_0, web_1, web_2; "
+     "groups: none but all and ungrouped). Set rolling_maintenance_hosts to a group or host pattern of the "
+     "inventory (-e rolling_maintenance_hosts=...), or give the inventory that holds these hosts (-i)."),
+    ((), {}, [],
+     "rolling_maintenance_hosts is not set, so the play runs on 'all', which matches no host of the inventory "
+     "(hosts: none; groups: none but all and ungrouped)."),
+    (HOSTS, {"rolling_maintenance_hosts": "web_0:web_1"}, ["--limit", "web_2"],
+     "rolling_maintenance_hosts is 'web_0:web_1', which matches web_0, web_1, but --limit 'web_2' leaves none of "
+     "them. Choose a limit among these hosts, or another rolling_maintenance_hosts."),
+])
+def test_a_host_pattern_that_matches_nothing_fails_naming_it(mock, run_playbook, names, extra, options, expected):
+    event = add_event(mock, "web_0")
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance", names), extra, options=options)
+    assert run.rc != 0, run
+    assert expected in " ".join(run.output.split()), run
+    assert "Traceback" not in run.output
+    assert mock.control("GET", "audit")["requests"] == []
+    assert status(mock, event) == "Scheduled"
+
+
+def test_a_limit_still_chooses_the_hosts_and_the_play_level_checks_still_run(mock, run_playbook):
+    untouched = add_event(mock, "web_0")
+    limited = add_event(mock, "web_2")
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance"), options=["--limit", "web_2"])
+    assert run.rc == 0, run
+    assert approvals(mock) == {"web_2": [limited]}
+    assert status(mock, untouched) == "Scheduled"
+    # The check of the play-level variables ran on localhost only, so --limit skipped it (a traceback).
+    refused = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance"),
+                           {"rolling_maintenance_serial": "abc"}, options=["--limit", "web_2"])
+    assert refused.rc != 0
+    assert "rolling_maintenance_serial must be a whole number of hosts from 1" in " ".join(refused.output.split()), refused
+    assert "Traceback" not in refused.output
+
+
 def test_relative_tasks_files_are_taken_from_the_working_directory(mock, run_playbook, marks_tasks, tmp_path):
     add_event(mock, "web_1")
     marks_tasks("drain")  # written to tmp_path/drain.yml, the working directory of the run
