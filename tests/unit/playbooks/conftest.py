@@ -84,9 +84,10 @@ class PlaybookRun:
 
 @pytest.fixture
 def run_playbook(tmp_path):
-    """run_playbook(name, hosts={host: vars}, extra={...}) -> PlaybookRun; local connection for all."""
+    """run_playbook(name, hosts={host: vars}, extra={...}, options=[...]) -> PlaybookRun; local connection
+    for all; options are more ansible-playbook arguments (--limit ...)."""
 
-    def run(name, hosts, extra=None, cwd=None, timeout=300):
+    def run(name, hosts, extra=None, cwd=None, timeout=300, options=()):
         inventory = tmp_path / "inventory.yml"
         inventory.write_text(json.dumps({"all": {
             "hosts": hosts,
@@ -99,6 +100,7 @@ def run_playbook(tmp_path):
         command = [os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), "azure_imds.scheduled_events." + name]
         if extra:
             command += ["-e", json.dumps(extra)]
+        command += list(options)
         proc = subprocess.run(command, cwd=str(cwd or tmp_path), env=env, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False)
         return PlaybookRun(proc)

@@ -174,6 +174,46 @@ def test_bad_play_level_variables_are_refused_before_the_play(mock, run_playbook
     assert mock.control("GET", "audit")["requests"] == []
 
 
+# A pattern that matches nothing must not end in "skipping: no hosts matched" and exit status 0: a
+# scheduled AWX job would report success while nothing was looked at.
+@pytest.mark.parametrize("names, extra, options, expected", [
+    # The rolling maintenance guide's command, against the inventory of the testing guide (no group web).
+    (HOSTS, {"rolling_maintenance_hosts": "web"}, [],
+     "rolling_maintenance_hosts is 'web', which matches no host of the inventory (hosts: web_0, web_1, web_2; "
+     "groups: none but all and ungrouped). Set rolling_maintenance_hosts to a group or host pattern of the "
+     "inventory (-e rolling_maintenance_hosts=...), or give the inventory that holds these hosts (-i)."),
+    ((), {}, [],
+     "rolling_maintenance_hosts is not set, so the play runs on 'all', which matches no host of the inventory "
+     "(hosts: none; groups: none but all and ungrouped)."),
+    (HOSTS, {"rolling_maintenance_hosts": "web_0:web_1"}, ["--limit", "web_2"],
+     "rolling_maintenance_hosts is 'web_0:web_1', which matches web_0, web_1, but --limit 'web_2' leaves none of "
+     "them. Choose a limit among these hosts, or another rolling_maintenance_hosts."),
+])
+def test_a_host_pattern_that_matches_nothing_fails_naming_it(mock, run_playbook, names, extra, options, expected):
+    event = add_event(mock, "web_0")
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance", names), extra, options=options)
+    assert run.rc != 0, run
+    assert expected in " ".join(run.output.split()), run
+    assert "Traceback" not in run.output
+    assert mock.control("GET", "audit")["requests"] == []
+    assert status(mock, event) == "Scheduled"
+
+
+def test_a_limit_still_chooses_the_hosts_and_the_play_level_checks_still_run(mock, run_playbook):
+    untouched = add_event(mock, "web_0")
+    limited = add_event(mock, "web_2")
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance"), options=["--limit", "web_2"])
+    assert run.rc == 0, run
+    assert approvals(mock) == {"web_2": [limited]}
+    assert status(mock, untouched) == "Scheduled"
+    # The check of the play-level variables ran on localhost only, so --limit skipped it (a traceback).
+    refused = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance"),
+                           {"rolling_maintenance_serial": "abc"}, options=["--limit", "web_2"])
+    assert refused.rc != 0
+    assert "rolling_maintenance_serial must be a whole number of hosts from 1" in " ".join(refused.output.split()), refused
+    assert "Traceback" not in refused.output
+
+
 def test_relative_tasks_files_are_taken_from_the_working_directory(mock, run_playbook, marks_tasks, tmp_path):
     add_event(mock, "web_1")
     marks_tasks("drain")  # written to tmp_path/drain.yml, the working directory of the run
@@ -322,6 +362,94 @@ def test_events_without_interruption_are_approved_without_draining(mock, run_pla
     assert details["wait for the connection"].startswith("skipped: DurationInSeconds 0, no interruption"), details
     assert details["recover"].startswith("nothing to recover: DurationInSeconds 0, no interruption"), details
     assert not steps[8]["detail"].startswith("not drained"), steps
+
+
+# An event's Resources can name several VMs (an availability set): approving it from one VM starts it
+# on all of them. With one host per batch, web_0's approval froze web_2 undrained, and the summary
+# said web_2 was left alone.
+def add_shared_event(mock, vms, event_type="Freeze", **spec):
+    spec.setdefault("duration", 0)
+    spec.update(event_type=event_type, resources=list(vms))
+    return mock.control("POST", "events", spec)["event_id"]
+
+
+def test_an_event_naming_a_host_of_another_batch_stops_the_rollout_before_any_drain(mock, run_playbook, marks_tasks):
+    shared = add_shared_event(mock, ["web_0", "web_2"], duration_in_seconds=30)
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance"), {
+        "rolling_maintenance_drain_tasks": marks_tasks("drain"),
+        "rolling_maintenance_recover_tasks": marks_tasks("recover"),
+    })
+    assert run.rc != 0, run
+    assert approvals(mock) == {}
+    assert status(mock, shared) == "Scheduled"
+    assert marks_tasks.read() == []
+    message = " ".join(run.output.split())
+    assert "rolling_maintenance stopped at host web_0 (VM web_0) before draining it: Freeze %s also names web_2 " \
+        "(VM web_2), a host of this play in another batch." % shared in message, run
+    assert "nothing was done to web_0" in message
+    assert "rolling_maintenance_freeze_max_duration" in message
+
+
+def test_an_event_naming_several_hosts_of_one_batch_is_approved_once_all_are_drained(mock, run_playbook, marks_tasks):
+    shared = add_shared_event(mock, ["web_0", "web_2"], "Reboot")
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance"), {
+        "rolling_maintenance_serial": 3,
+        "rolling_maintenance_drain_tasks": marks_tasks("drain"),
+        "rolling_maintenance_recover_tasks": marks_tasks("recover"),
+    })
+    assert run.rc == 0, run
+    assert status(mock, shared) == "removed"
+    audit = mock.control("GET", "audit")
+    marks = marks_tasks.read()
+    # Both drained before the first approval reached the mock, both recovered after.
+    assert sorted(marks[:2]) == ["web_0 drain", "web_2 drain"] and sorted(marks[2:]) == ["web_0 recover", "web_2 recover"], marks
+    assert audit["approvals"] and set(approvals(mock)) <= {"web_0", "web_2"}
+    lines = summary_lines(run.output, "Show what was done to each host, and when (UTC)")
+    approve = [step["detail"] for step in steps_of(lines) if step["step"] == "approve"]
+    # Both approve in the same task: the second may find the event Started already.
+    notes = [detail.split("; took ")[0] for detail in approve]
+    assert len(notes) == 2 and "approved %s, which touches web_0, web_2" % shared in notes, lines
+    assert set(notes) <= {"approved %s, which touches web_0, web_2" % shared, "nothing to approve (already Started)"}, lines
+    assert "web_1 (VM web_1): no scheduled event, left alone" in lines
+
+
+def test_a_host_of_the_batch_that_does_not_drain_for_a_shared_event_blocks_its_approval(mock, run_playbook, marks_tasks):
+    shared = add_shared_event(mock, ["web_0", "web_1"], duration_in_seconds=30)
+    hosts = hosts_for(mock, "rolling_maintenance", ["web_0", "web_1"])
+    hosts["web_1"]["rolling_maintenance_event_types"] = ["Reboot"]
+    run = run_playbook("rolling_maintenance", hosts, {
+        "rolling_maintenance_serial": 2, "rolling_maintenance_drain_tasks": marks_tasks("drain")})
+    assert run.rc != 0, run
+    assert approvals(mock) == {}
+    assert status(mock, shared) == "Scheduled"
+    assert marks_tasks.read() == []
+    assert "Freeze %s also names web_1 (VM web_1), which is in this batch but does not handle it now" % shared \
+        in " ".join(run.output.split()), run
+
+
+def test_a_short_freeze_under_the_chosen_policy_is_approved_undrained_and_the_summary_names_every_host(
+        mock, run_playbook, marks_tasks):
+    shared = add_shared_event(mock, ["web_0", "web_2"], duration_in_seconds=5)
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance"), {
+        "rolling_maintenance_freeze_max_duration": 8,
+        "rolling_maintenance_drain_tasks": marks_tasks("drain"),
+        "rolling_maintenance_recover_tasks": marks_tasks("recover"),
+        "rolling_maintenance_health_tasks": marks_tasks("health"),
+    })
+    assert run.rc == 0, run
+    assert approvals(mock) == {"web_0": [shared]}
+    assert status(mock, shared) == "removed"
+    assert marks_tasks.read() == ["web_0 health"]
+    lines = summary_lines(run.output, "Show what was done to each host, and when (UTC)")
+    steps = steps_of(lines)
+    details = dict((step["step"], step["detail"]) for step in steps)
+    policy = "a Freeze of 5s, within rolling_maintenance_freeze_max_duration (8)"
+    assert details["drain"].startswith("not drained: %s; took " % policy), details
+    assert details["approve"].startswith("approved %s, which touches web_0, web_2; took " % shared), details
+    web_2 = lines.index("web_2 (VM web_2): no scheduled event left when read")
+    assert lines[web_2 + 1] == "  touched: Freeze %s was started here by the approval of web_0 (round 1); not drained: %s" \
+        % (shared, policy), lines
+    assert not [line for line in lines if line.startswith("web_2") and "left alone" in line], lines
 
 
 # Every option of a playbook's role whose type can be wrong (a str option takes any value as text),
