@@ -18,7 +18,7 @@ import threading
 
 from mock_imds.testing import MockHandle  # pylint: disable=import-error
 
-from .conftest import README, read, readme_block, run_shell
+from .conftest import read, readme_block, run_shell
 
 PORT_IN_README = "8080"
 PROBE_IN_README = "/tmp/lb-health-probe"
@@ -131,4 +131,3 @@ def test_readme_minimal_play_and_rolling_maintenance_run_against_the_mock(instal
     assert str(installed.collection / "roles" / "rolling_maintenance") in output
     assert '"vm0 (VM vm0): Reboot %s Scheduled"' % appeared[1] in output, output[-4000:]
     assert re.search(r'"  drained in [\d.]+s, waited [\d.]+s, recovered in [\d.]+s; [\d.]+s in all"', output)
-
