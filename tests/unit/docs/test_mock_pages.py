@@ -12,13 +12,13 @@ import sys
 
 import pytest
 
-from .conftest import README, ROOT, RST, code_blocks, read
+from .conftest import NOT_IN_A_CLONE, README, ROOT, RST, code_blocks, read
 
 MOCK_IMDS = os.path.join(RST, "mock_imds.rst")
 TESTING = os.path.join(RST, "testing_with_the_mock.rst")
 GETTING_STARTED = os.path.join(RST, "getting_started.rst")
 # A file named in ``...`` (RST) or `...` (Markdown) under one of the repository's top directories.
-TOP = sorted(name for name in os.listdir(ROOT) if not name.startswith("."))
+TOP = sorted(name for name in os.listdir(ROOT) if not name.startswith(".") and name not in NOT_IN_A_CLONE)
 NAMED_PATH = re.compile(r"`{1,2}((?:%s)/[^`\s]*)" % "|".join(re.escape(name) for name in TOP))
 
 
