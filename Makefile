@@ -22,7 +22,7 @@ help:
 	@echo "make docs   - regenerate the playbook and event source pages in docs/docsite/rst/reference"
 	@echo "make lint   - ansible-lint as from a plain checkout (production profile, from .ansible-lint)"
 	@echo "make bench  - the benchmarks under bench/ (prints figures)"
-	@echo "make build  - ansible-galaxy collection build into build/"
+	@echo "make build  - ansible-galaxy collection build into build/ (the ansible-galaxy on PATH; no development venv)"
 
 $(VENV)/.installed: tests/requirements.txt tests/constraints.txt tests/unit/requirements.txt
 	@[ -n "$(NEWEST_PYTHON)" ] || tests/harness/find-python 3.13
@@ -65,9 +65,20 @@ lint: venv
 bench: venv
 	tests/harness/loopback-only bash bench/run_all.sh $(VPY)
 
-build: venv
+# The tarball needs ansible-galaxy and nothing else: the one on PATH, else .venv's if it exists, else
+# a small environment with ansible-core alone (never the full development .venv for a 300 KB file).
+BUILD_VENV := .cache/venv-build
+build:
 	mkdir -p build
-	$(VENV)/bin/ansible-galaxy collection build --force --output-path build .
+	galaxy=$$(command -v ansible-galaxy || true); \
+	if [ -z "$$galaxy" ] && [ -x $(VENV)/bin/ansible-galaxy ]; then galaxy=$(VENV)/bin/ansible-galaxy; fi; \
+	if [ -z "$$galaxy" ]; then $(MAKE) --no-print-directory $(BUILD_VENV)/.installed && galaxy=$(BUILD_VENV)/bin/ansible-galaxy; fi; \
+	"$$galaxy" collection build --force --output-path build .
+
+$(BUILD_VENV)/.installed:
+	$(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'ansible-core>=2.19,<2.22'
+	touch $@
 
 clean:
 	rm -rf build tests/output .pytest_cache

@@ -21,6 +21,7 @@ for _extra in (os.path.join(ROOT, "roles", "mock_imds", "files"), os.path.join(R
         sys.path.insert(0, _extra)
 
 import mock_imds  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from mock_imds.testing import FakeClock  # noqa: E402,F401  pylint: disable=wrong-import-position,import-error,unused-import
 
 SAMPLES = os.path.join(os.path.dirname(ROOT), "shared", "reference", "imds-samples.json")
 SE = "/metadata/scheduledevents?api-version=2020-07-01"
@@ -40,19 +41,6 @@ def raw_exchange(mock, data):
                 chunks.append(chunk)
         except ConnectionResetError:
             return "reset"
-
-
-class FakeClock(object):
-    """Real-time stand-in: the mock reads it for simulated time, rate limit and fault durations."""
-
-    def __init__(self, now=1000.0):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-    def tick(self, seconds):
-        self.now += seconds
 
 
 class Answer(object):
