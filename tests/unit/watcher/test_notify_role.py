@@ -122,7 +122,7 @@ def test_notify_with_the_watchers_own_approval_is_refused_unless_asked_for(tmp_p
     hosts = {}
     for case, (variables, _names) in LOCAL_APPROVAL_CASES.items():
         base = tmp_path / case
-        hosts[case] = dict({
+        hosts[case] = {
             "case_id": case, "watcher_state": "stopped", "watcher_service_manager": "process",
             "watcher_python": sys.executable,
             "watcher_install_dir": str(base / "lib"), "watcher_config_dir": str(base / "etc"),
@@ -130,7 +130,8 @@ def test_notify_with_the_watchers_own_approval_is_refused_unless_asked_for(tmp_p
             "watcher_process_pid_file": str(base / "watcher.pid"), "watcher_process_log_file": str(base / "watcher.log"),
             "watcher_imds_url": "http://127.0.0.1:9/vm/web_0", "watcher_resource_name": "web_0",
             "watcher_notify_urls": [RECEIVER_URL],
-        }, **variables)
+        }
+        hosts[case].update(variables)
     playbook = tmp_path / "playbook.yml"
     playbook.write_text(json.dumps(LOCAL_APPROVAL_PLAYBOOK))
     rc, output = run_playbook(tmp_path, hosts, str(playbook), "--forks", "8",
@@ -143,7 +144,7 @@ def test_notify_with_the_watchers_own_approval_is_refused_unless_asked_for(tmp_p
         outcome, base = outcomes[case], tmp_path / case
         if names is None:
             assert not outcome["refused"], (case, outcome)
-            with open(str(base / "etc" / "config.json")) as handle:
+            with open(str(base / "etc" / "config.json"), encoding="utf-8") as handle:
                 config = json.load(handle)
             assert [r["url"] for r in config["notify"]] == ([] if case == "no_notify" else [RECEIVER_URL]), case
             assert config["approval"]["policy"] == hosts[case].get("watcher_approval_policy", "after_drain"), case
