@@ -60,22 +60,15 @@ def wait_until(what, check, timeout, interval=0.1, describe=None):
     return None
 
 
-class Rulebook(object):
-    """One ansible-rulebook process; output goes to a file that the test reads while it runs."""
+class Engine(object):
+    """One ansible-rulebook process started by a command line; output goes to a file that the test
+    reads while it runs. PATH starts with this Python environment's programs, the collection is found
+    in this checkout, AZURE_IMDS_URL is the command's (env) only."""
 
-    def __init__(self, tmp_path, rulebook, hosts, variables=None, env=None, args=()):
+    def __init__(self, tmp_path, command, env=None):
         java_or_fail()
         self.tmp_path = tmp_path
         self.log_path = str(tmp_path / "rulebook.log")
-        inventory = tmp_path / "inventory.yml"
-        inventory.write_text(json.dumps({"all": {"hosts": hosts, "vars": {
-            "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}))
-        command = [tool("ansible-rulebook"), "-r", os.path.join(RULEBOOKS, rulebook), "-i", str(inventory), "-vv"]
-        if variables:
-            vars_file = tmp_path / "vars.yml"
-            vars_file.write_text(json.dumps(variables))
-            command += ["--vars", str(vars_file)]
-        command += list(args)
         environ = dict(os.environ)
         environ.pop("AZURE_IMDS_URL", None)
         bin_dir = os.path.dirname(tool("ansible-galaxy"))
@@ -122,6 +115,22 @@ class Rulebook(object):
         """Stop ansible-rulebook and whatever ansible-runner started; the whole output."""
         self.returncode = stop_group(self.process, timeout)
         return self.output
+
+
+class Rulebook(Engine):
+    """ansible-rulebook -vv on a rulebook of extensions/eda/rulebooks, with an inventory of these hosts
+    (local connection) and, if given, a vars file."""
+
+    def __init__(self, tmp_path, rulebook, hosts, variables=None, env=None, args=()):
+        inventory = tmp_path / "inventory.yml"
+        inventory.write_text(json.dumps({"all": {"hosts": hosts, "vars": {
+            "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}))
+        command = [tool("ansible-rulebook"), "-r", os.path.join(RULEBOOKS, rulebook), "-i", str(inventory), "-vv"]
+        if variables:
+            vars_file = tmp_path / "vars.yml"
+            vars_file.write_text(json.dumps(variables))
+            command += ["--vars", str(vars_file)]
+        super(Rulebook, self).__init__(tmp_path, command + list(args), env)
 
 
 @pytest.fixture

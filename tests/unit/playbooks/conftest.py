@@ -42,6 +42,31 @@ def role_options(role, entry_point="main"):
     return specs[entry_point].get("options") or {}
 
 
+def one_case_per_host_playbook(title, role):
+    """A play that runs a collection role once on each inventory host (one case each, named by its
+    case_id variable) in a block whose rescue keeps the refusal, then writes
+    {case_id: {"refused": bool, "msg": ..., "task": ...}} as JSON to the file in outcomes_file."""
+    return [{
+        "name": title,
+        "hosts": "all",
+        "gather_facts": False,
+        "tasks": [
+            {"name": "Run the role with this host's variables", "block": [
+                {"name": "Run the role", "ansible.builtin.include_role": {"name": COLLECTION + role}},
+                {"name": "Keep the outcome", "ansible.builtin.set_fact": {"case_outcome": {"refused": False}}},
+            ], "rescue": [
+                {"name": "Keep the refusal", "ansible.builtin.set_fact": {"case_outcome": {
+                    "refused": True, "msg": "{{ ansible_failed_result.msg | default('') | string }}",
+                    "task": "{{ ansible_failed_task.name | default('') | string }}"}}},
+            ]},
+            {"name": "Write every outcome", "run_once": True, "delegate_to": "localhost",
+             "ansible.builtin.copy": {"dest": "{{ outcomes_file }}", "mode": "0600", "content": (
+                 "{{ dict(ansible_play_hosts_all | map('extract', hostvars, 'case_id')"
+                 " | zip(ansible_play_hosts_all | map('extract', hostvars, 'case_outcome'))) | to_json }}")}},
+        ],
+    }]
+
+
 def roles_of(playbook):
     """The collection roles whose main entry point a collection playbook runs, in order."""
     found = []

@@ -22,7 +22,7 @@ from mock_imds_helpers import start_mock  # pylint: disable=import-error
 from once_per_run import once_per_run  # pylint: disable=import-error
 
 from ..hardening.test_bad_input import NUMBER_VALUES
-from .conftest import BIN, FARM, ROLES, load_yaml, role_options
+from .conftest import BIN, FARM, ROLES, load_yaml, one_case_per_host_playbook, role_options
 
 ROLE = "rolling_maintenance"
 RANGES = dict((item["name"], item) for item in load_yaml(os.path.join(ROLES, ROLE, "vars", "main.yml"))[
@@ -40,25 +40,7 @@ def cases():
 
 
 CASES = list(cases())
-PLAYBOOK = [{
-    "name": "Bad numbers of the rolling_maintenance role, one case per host",
-    "hosts": "all",
-    "gather_facts": False,
-    "tasks": [
-        {"name": "Run the role with this host's bad value", "block": [
-            {"name": "Run the role", "ansible.builtin.include_role": {"name": "azure_imds.scheduled_events." + ROLE}},
-            {"name": "Keep the outcome", "ansible.builtin.set_fact": {"case_outcome": {"refused": False}}},
-        ], "rescue": [
-            {"name": "Keep the refusal", "ansible.builtin.set_fact": {"case_outcome": {
-                "refused": True, "msg": "{{ ansible_failed_result.msg | default('') | string }}",
-                "task": "{{ ansible_failed_task.name | default('') | string }}"}}},
-        ]},
-        {"name": "Write every outcome", "run_once": True, "delegate_to": "localhost",
-         "ansible.builtin.copy": {"dest": "{{ outcomes_file }}", "mode": "0600", "content": (
-             "{{ dict(ansible_play_hosts_all | map('extract', hostvars, 'case_id')"
-             " | zip(ansible_play_hosts_all | map('extract', hostvars, 'case_outcome'))) | to_json }}")}},
-    ],
-}]
+PLAYBOOK = one_case_per_host_playbook("Bad numbers of the rolling_maintenance role, one case per host", ROLE)
 # One run of 80-odd hosts; the limit only bounds a hang on a busy machine.
 RUN_LIMIT = 1800
 
