@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 
-
 from mock_imds_helpers import MockHandle  # pylint: disable=import-error
 
 from ..eda.conftest import PLAYBOOK_TIMEOUT, ROOT, Engine, wait_until
