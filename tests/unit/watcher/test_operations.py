@@ -273,6 +273,7 @@ def test_the_textfile_appears_once_node_exporters_directory_does(tmp_path):
     assert [level for level, _message in logged] == ["info", "info"]
     assert logged[-1][1] == "the metrics textfile's directory %s exists now: writing %s" % (textfile.parent, textfile)
 
+
 # --------------------------------------------------------------------------------------------
 # The status file and `status`
 # --------------------------------------------------------------------------------------------

@@ -61,10 +61,10 @@ def run_role(tmp_path, hosts, extra=None, check=False, per_host=None):
         for sub in SCAFFOLD:
             (root / sub).mkdir(parents=True, exist_ok=True)
     inventory = tmp_path / "inventory.json"
-    inventory.write_text(json.dumps({"all": {"hosts": dict(
-        (name, without_defaults(dict(host_vars(root), **(per_host or {}).get(name, {})))) for name, root in hosts.items()),
-                                             "vars": {"ansible_connection": "local",
-                                                      "ansible_python_interpreter": sys.executable}}}))
+    inventory_hosts = dict((name, without_defaults(dict(host_vars(root), **(per_host or {}).get(name, {}))))
+                           for name, root in hosts.items())
+    inventory.write_text(json.dumps({"all": {"hosts": inventory_hosts, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collection_path.collections_dir(ROOT), ANSIBLE_NOCOLOR="1",
                ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
                ANSIBLE_REMOTE_TEMP=str(tmp_path / "remote-tmp"))
@@ -91,8 +91,6 @@ def tree(root):
     for top, dirs, files in os.walk(str(root)):
         found.extend(os.path.relpath(os.path.join(top, name), str(root)) for name in dirs + files)
     return sorted(found)
-
-
 
 
 # --------------------------------------------------------------------------------------------
