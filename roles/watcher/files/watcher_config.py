@@ -48,6 +48,9 @@ DEFAULTS = {
     # Prometheus metrics (docs/docsite/rst/watcher.rst, "Metrics"): a textfile for node_exporter (null: none)
     # and a port on 127.0.0.1 serving /metrics (0: none).
     "metrics_textfile": None,
+    # true: while the textfile's directory does not exist, write none and say nothing (the role's
+    # default, node_exporter's directory, on a host without node_exporter); false: a warning.
+    "metrics_textfile_if_directory_exists": False,
     "metrics_port": 0,
     # Where each transition of an event is POSTed (docs/docsite/rst/watcher.rst, "Notify"): a list of targets
     # {url, token_file, headers, timeout, max_attempts}; a target's timeout and max_attempts
@@ -269,6 +272,9 @@ def check_config(doc):
     config["approval"] = check_approval(config["approval"])
     _choice(config["log_format"], "log_format", LOG_FORMATS)
     config["metrics_textfile"] = check_metrics_textfile(config["metrics_textfile"])
+    if not isinstance(config["metrics_textfile_if_directory_exists"], bool):
+        raise ConfigError("metrics_textfile_if_directory_exists must be true or false, got %r."
+                          % (config["metrics_textfile_if_directory_exists"],))
     config["metrics_port"] = check_metrics_port(config["metrics_port"])
     config["notify_timeout"] = _number(config["notify_timeout"], "notify_timeout")
     for key in ("notify_max_attempts", "notify_outbox_max"):

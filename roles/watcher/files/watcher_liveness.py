@@ -362,9 +362,23 @@ class Telemetry(object):
         if self.write_status:
             self._attempt("status file", os.path.join(self.config["state_dir"], STATUS_FILE),
                           lambda path: replace_file(path, text.encode("utf-8"), 0o644))
-        if self.metrics is not None and self.config["metrics_textfile"]:
-            self._attempt("metrics textfile", self.config["metrics_textfile"],
-                          lambda path: watcher_metrics.write_textfile(self.metrics, path))
+        textfile = self.config["metrics_textfile"]
+        if self.metrics is not None and textfile:
+            if self.config["metrics_textfile_if_directory_exists"] and not os.path.isdir(os.path.dirname(textfile)):
+                self._textfile_directory_missing(textfile)
+            else:
+                if self._broken.pop("metrics textfile directory", None):
+                    self.log("info", "metrics", "the metrics textfile's directory %s exists now: writing %s"
+                             % (os.path.dirname(textfile), textfile))
+                self._attempt("metrics textfile", textfile, lambda path: watcher_metrics.write_textfile(self.metrics, path))
+
+    def _textfile_directory_missing(self, path):
+        """No textfile while node_exporter's directory is not there: said once, at info, as no fault.
+        It is looked for again at every poll (node_exporter may be installed later)."""
+        if not self._broken.get("metrics textfile directory"):
+            self._broken["metrics textfile directory"] = True
+            self.log("info", "metrics", "no metrics textfile: its directory %s does not exist (no node_exporter "
+                     "textfile collector here); the watcher writes %s once it does" % (os.path.dirname(path), path))
 
     def _attempt(self, what, path, write):
         try:
@@ -372,8 +386,10 @@ class Telemetry(object):
         except Exception as exc:  # pylint: disable=broad-except
             if not self._broken.get(what):
                 self._broken[what] = True
-                hint = (" (its directory does not exist: create it, or install node_exporter's textfile collector)"
-                        if not os.path.isdir(os.path.dirname(path)) else "")
+                hint = ""
+                if not os.path.isdir(os.path.dirname(path)):
+                    hint = " (its directory does not exist: create it%s)" % (
+                        ", or install node_exporter's textfile collector" if what == "metrics textfile" else "")
                 self.log("warning", "publish_failed", "cannot write the %s %s: %s%s; the watcher goes on and "
                          "tries again at every poll" % (what, path, getattr(exc, "strerror", None) or exc, hint))
             return

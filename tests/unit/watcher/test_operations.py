@@ -243,6 +243,37 @@ def test_a_textfile_directory_that_does_not_exist_is_a_warning_not_a_crash(tmp_p
     assert vm.lines() == ["drain %s Reboot" % eid] and len(vm.approvals()) == 1   # the watcher did its job
 
 
+def test_node_exporters_directory_missing_is_no_warning_when_the_textfile_depends_on_it(tmp_path, mock):
+    """Issue 21: the role's default textfile (node_exporter's directory) on a host without
+    node_exporter: no warning, no file; an info line says why, once."""
+    textfile = tmp_path / "textfile_collector" / "azure_imds_watcher.prom"
+    vm = Vm(tmp_path, mock, metrics_textfile=str(textfile), metrics_textfile_if_directory_exists=True)
+    (tmp_path / "state").mkdir(mode=0o700)         # as the role makes it: the status file has its directory
+    eid = vm.event(event_type="Reboot", resources=["web_0"])
+    out = vm.once()
+    assert "WARNING" not in out and "cannot write" not in out, out
+    assert "no metrics textfile: its directory %s does not exist" % textfile.parent in out, out
+    assert not textfile.parent.exists()
+    assert vm.lines() == ["drain %s Reboot" % eid]
+
+
+def test_the_textfile_appears_once_node_exporters_directory_does(tmp_path):
+    logged = []
+    textfile = tmp_path / "textfile_collector" / "w.prom"
+    telemetry = watcher_liveness.Telemetry(
+        config(tmp_path, metrics_textfile=str(textfile), metrics_textfile_if_directory_exists=True),
+        lambda level, action, message, **fields: logged.append((level, message)), "1.0.0", environ={},
+        notifier=lambda message: None, write_status=False)
+    telemetry.publish()
+    telemetry.publish()
+    assert [level for level, _message in logged] == ["info"]            # once, not at every poll
+    textfile.parent.mkdir()
+    telemetry.publish()
+    assert textfile.exists() and watcher_metrics.PREFIX + "polls_total" in textfile.read_text()
+    assert [level for level, _message in logged] == ["info", "info"]
+    assert logged[-1][1] == "the metrics textfile's directory %s exists now: writing %s" % (textfile.parent, textfile)
+
+
 # --------------------------------------------------------------------------------------------
 # The status file and `status`
 # --------------------------------------------------------------------------------------------
