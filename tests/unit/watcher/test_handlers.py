@@ -267,13 +267,18 @@ HOSTILE_TEXT = [
 ]
 
 
+SAVE_SE_VARIABLES = ('import json, os, sys; '
+                     'json.dump(dict((k, v) for k, v in os.environ.items() if k.startswith("SE_")), '
+                     'open(sys.argv[1], "w"))')
+
+
 def _dump_handler(tmp_path):
     """A drain handler that saves its standard input and its SE_* variables (as JSON) and exits 0."""
     out = tmp_path / "seen"
     write_handler(tmp_path / "handlers", "drain", "10-dump", """
         cat > %s.json
-        exec %s -c 'import json, os, sys; json.dump(dict((k, v) for k, v in os.environ.items() if k.startswith("SE_")), open(sys.argv[1], "w"))' %s.env.json
-        """ % (out, sys.executable, out))
+        exec %s -c '%s' %s.env.json
+        """ % (out, sys.executable, SAVE_SE_VARIABLES, out))
     return out
 
 

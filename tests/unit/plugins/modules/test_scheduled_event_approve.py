@@ -288,7 +288,8 @@ def test_an_unpaired_surrogate_in_a_description_does_not_fail_the_approval_it_se
         view = mock.control("POST", "events", {"event_type": "Reboot", "resources": ["web_0"]})
         event = raw_event(view["event_id"], "Reboot", resources=("web_0",), not_before=view["not_before_rfc1123"],
                           description=u"Host server \ud800 is undergoing maintenance.")
-        mock.control("POST", "faults", {"kind": "status", "status": 200, "methods": ["GET"], "paths": ["scheduledevents"],
+        mock.control("POST", "faults", {"kind": "status", "status": 200, "methods": ["GET"],
+                                        "paths": ["scheduledevents"],
                                         "body": json.dumps({"DocumentIncarnation": 2, "Events": [event]})})
         completed = run_examples(types.SimpleNamespace(EXAMPLES=tasks, __name__="lone_surrogate"),
                                  mock.vm_url("web_0"), tmp_path)
