@@ -79,6 +79,10 @@ RETRY_AFTER_CAP = 60.0
 MAX_BODY_BYTES = 1024 * 1024
 # DocumentIncarnation and the options that carry one (changed_since, since_incarnation).
 MAX_INCARNATION = 2 ** 63 - 1
+# A document nests four levels deep (the document, Events, an event, Resources). Only an extra field
+# can nest deeper; past this bound it is left out with a warning, so that nothing downstream (a
+# copy, a module's JSON result, the watcher's state file) recurses without bound.
+MAX_NESTING = 32
 # Refused connections, unreachable networks and connect timeouts mean "no IMDS here" far more
 # often than "IMDS is restarting": give up on them quickly.
 CONNECT_RETRY_WINDOW = 5.0
@@ -489,6 +493,14 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _event_label(raw, position):
+    label = "event #%d" % position
+    event_id = raw.get("EventId")
+    if event_id is not None:
+        label += " (EventId %s)" % (event_id if is_event_id(event_id) else _short_repr(event_id, 60))
+    return label
+
+
 class _EventReader:
     """Reads one raw event field by field: what cannot be read becomes None (Resources: []) and a warning."""
 
@@ -496,11 +508,7 @@ class _EventReader:
         self.raw = raw
         self.api_version = api_version
         self.warnings = warnings
-        event_id = raw.get("EventId")
-        self.label = "event #%d" % position
-        if event_id is not None:
-            shown = event_id if is_event_id(event_id) else _short_repr(event_id, 60)
-            self.label += " (EventId %s)" % shown
+        self.label = _event_label(raw, position)
 
     def warn(self, field, problem, read_as="null"):
         self.warnings.append("%s: %s %s; read as %s." % (self.label, field, problem, read_as))
@@ -592,6 +600,91 @@ def _snake_case(name):
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 
+# -- the document's edge: nesting and text ----------------------------------------------------
+
+# A JSON string (skipped whole) or a bracket: all that nesting depends on.
+_JSON_TOKEN_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# json.loads turns an escaped unpaired surrogate ("\ud800") into a str that no UTF-8 encoder
+# accepts (Ansible refuses to deserialize it, an environment cannot hold it); a pair it joins.
+_SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
+
+
+def _cut_nesting(text, limit):
+    """text with each array or object that opens deeper than limit levels replaced by null.
+
+    json.loads recurses once per level and fails near the interpreter's recursion limit, so a deep
+    extra field would cost the whole document. What is cut lies past MAX_NESTING and is left out
+    (with a warning) by ScheduledEvents anyway. A text without more brackets than limit, or whose
+    brackets do not balance (then json.loads refuses it), is returned as it is.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return text
+    pieces = []
+    depth = 0
+    kept_from = 0
+    cutting = False
+    for match in _JSON_TOKEN_RE.finditer(text):
+        token = match.group()
+        if token[0] == '"':
+            continue
+        if token in ("[", "{"):
+            depth += 1
+            if depth == limit + 1:
+                pieces.append(text[kept_from:match.start()])
+                pieces.append("null")
+                cutting = True
+        else:
+            if depth == limit + 1:
+                kept_from = match.end()
+                cutting = False
+            depth -= 1
+    if cutting:
+        return text
+    pieces.append(text[kept_from:])
+    return "".join(pieces)
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _clean_value(value, depth, replaced):
+    """value (at depth, the document being 1) with every unpaired surrogate replaced by U+FFFD.
+
+    Raises _TooDeep when an array or object in it lies deeper than MAX_NESTING; each string
+    changed is appended to replaced."""
+    if isinstance(value, str):
+        clean = _SURROGATE_RE.sub(u"\ufffd", value)
+        if clean != value:
+            replaced.append(clean)
+        return clean
+    if isinstance(value, (list, dict)) and depth > MAX_NESTING:
+        raise _TooDeep()
+    if isinstance(value, list):
+        return [_clean_value(item, depth + 1, replaced) for item in value]
+    if isinstance(value, dict):
+        return dict((_clean_value(key, depth, replaced), _clean_value(item, depth + 1, replaced))
+                    for key, item in value.items())
+    return value
+
+
+def _keep_field(target, key, value, label, depth, warnings):
+    """target[key] = value cleaned; a value nested too deep is left out. Each with a warning."""
+    replaced = []
+    name = _clean_value(key, depth, replaced)
+    shown = _short_repr(name, 60) if isinstance(name, str) else repr(name)
+    try:
+        value = _clean_value(value, depth, replaced)
+    except _TooDeep:
+        warnings.append("%s: the field %s nests deeper than %d levels; it was left out."
+                        % (label, shown, MAX_NESTING))
+        return
+    if replaced:
+        warnings.append("%s: %s holds unpaired surrogates (\\ud800-\\udfff, not text); each became U+FFFD."
+                        % (label, shown))
+    target[name] = value
+
+
 def parse_document(body, url=None):
     """Parse a scheduled events body. Raises ImdsResponseError when it is not a document at all."""
     if isinstance(body, bytes):
@@ -599,7 +692,7 @@ def parse_document(body, url=None):
     if not body or not body.strip():
         raise ImdsResponseError("IMDS answered 200 with an empty body", url=url, status=200)
     try:
-        document = json.loads(body)
+        document = json.loads(_cut_nesting(body, MAX_NESTING + 1))
     except (ValueError, RecursionError) as exc:
         raise ImdsResponseError("IMDS answered 200 with a body that is not JSON (%s)" % _short_repr(str(exc)),
                                 url=url, status=200)
@@ -618,18 +711,35 @@ class ScheduledEvents:
     """
 
     def __init__(self, document, api_version=DEFAULT_API_VERSION, url=None):
-        self.document = document
         self.api_version = api_version
         self.url = url
         self.warnings = []
-        self.incarnation = self._incarnation(document.get("DocumentIncarnation"))
         self.events = []
-        for position, raw in enumerate(document.get("Events") or [], 1):
-            if isinstance(raw, dict):
-                self.events.append(normalize_event(raw, api_version, position, self.warnings))
+        # The document as every consumer sees it: text fields cleaned and deep fields left out once,
+        # here, so that the modules, the wait, the watcher and the EDA source all get the same.
+        self.document = {}
+        for key, value in document.items():
+            if key == "Events" and isinstance(value, list):
+                self.document[key] = [self._read_event(raw, position) for position, raw in enumerate(value, 1)]
             else:
-                self.warnings.append("event #%d is not a JSON object (got %s); it was left out."
-                                     % (position, _short_repr(raw, 60)))
+                _keep_field(self.document, key, value, "the document", 2, self.warnings)
+        self.incarnation = self._incarnation(self.document.get("DocumentIncarnation"))
+
+    def _read_event(self, raw, position):
+        """Normalises one entry of Events into self.events; returns it as the document keeps it."""
+        if isinstance(raw, dict):
+            label = _event_label(raw, position)
+            clean = {}
+            for key, value in raw.items():
+                _keep_field(clean, key, value, label, 4, self.warnings)
+            self.events.append(normalize_event(clean, self.api_version, position, self.warnings))
+            return clean
+        self.warnings.append("event #%d is not a JSON object (got %s); it was left out."
+                             % (position, _short_repr(raw, 60)))
+        try:
+            return _clean_value(raw, 3, [])
+        except _TooDeep:
+            return None
 
     def _incarnation(self, value):
         if _is_int(value) and 0 <= value <= MAX_INCARNATION:
@@ -716,10 +826,10 @@ def _imds_error_text(body):
         return None
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
-        parsed = json.loads(text)
+        parsed = json.loads(_cut_nesting(text, MAX_NESTING + 1))
         if isinstance(parsed, dict) and parsed.get("error"):
-            return str(parsed["error"])
-    except ValueError:
+            return _SURROGATE_RE.sub(u"\ufffd", str(parsed["error"]))
+    except (ValueError, RecursionError):
         pass
     text = " ".join(text.split())
     return text[:300] or None

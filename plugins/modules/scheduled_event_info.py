@@ -84,6 +84,8 @@ notes:
     C(NotBefore)) is returned as V(null) (C(resources) as an empty list, or as a one-element list when
     IMDS sent one string), and the module warns naming the event and the field. The other events are
     not affected. An entry of C(Events) that is not an object is left out with a warning.
+  - A field nested deeper than 32 levels of the document (only an extra field can be) is left out, and
+    an unpaired surrogate in any text becomes U+FFFD; the module warns naming the event and the field.
   - This VM's name is read from IMDS when O(resource_name) is not set. If IMDS answers 404 for it and
     O(this_host_only) is false, the module goes on with RV(resource_name=null), warns, and reports
     RV(events[].affects_this_host=false) for every event; with O(this_host_only=true) it fails.

@@ -13,6 +13,7 @@ the pipe open.
 """
 
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -32,6 +33,34 @@ OUTPUT_LINE_CHARS = 500
 # background may hold the pipe for ever).
 OUTPUT_SETTLE_SECONDS = 0.5
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Bytes (UTF-8) of one SE_* value. Linux refuses to start a program given one environment string
+# over 128 KiB, or all of them with the arguments over a quarter of the stack limit ("Argument list
+# too long"); ten values of 16 KiB stay far below both. The whole event is on standard input.
+SE_VALUE_MAX_BYTES = 16 * 1024
+# What an environment cannot hold: NUL ends a C string; an unpaired surrogate has no UTF-8.
+_UNSTORABLE_RE = re.compile(r"[\x00\ud800-\udfff]")
+
+
+def handler_env_values(values):
+    """The SE_* values as a program's environment can take them, with SE_TRUNCATED.
+
+    NUL and unpaired surrogates become U+FFFD; a value longer than SE_VALUE_MAX_BYTES is cut on a
+    character boundary (SE_RESOURCES after a whole name) and SE_TRUNCATED names it ("" when none is).
+    """
+    clean = {}
+    truncated = []
+    for name in sorted(values):
+        text = _UNSTORABLE_RE.sub(u"\ufffd", values[name])
+        data = text.encode("utf-8")
+        if len(data) > SE_VALUE_MAX_BYTES:
+            text = data[:SE_VALUE_MAX_BYTES].decode("utf-8", "ignore")
+            if name == "SE_RESOURCES":
+                # The name at the cut is either whole (a space follows) or left out.
+                text = text[:max(0, text.rfind(" "))] if data[SE_VALUE_MAX_BYTES:][:1] != b" " else text
+            truncated.append(name)
+        clean[name] = text
+    clean["SE_TRUNCATED"] = " ".join(truncated)
+    return clean
 
 
 class Handler(object):
@@ -291,7 +320,7 @@ class PhaseRunner(object):
     def _execute(self, handler, phase, event, limit, limited_by, kill_grace, fields, key):
         eid = event.get("event_id")
         env = dict(self._base_env)
-        env.update(handler_environment(event, phase, self.resource_name))
+        env.update(handler_env_values(handler_environment(event, phase, self.resource_name)))
         with tempfile.TemporaryFile(dir=self.config["state_dir"]) as stdin:
             stdin.write(handler_input(event, phase, self.resource_name).encode("utf-8"))
             stdin.seek(0)

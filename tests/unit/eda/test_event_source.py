@@ -6,6 +6,7 @@ path), polling the mock IMDS on 127.0.0.1. Backoff delays are read from what the
 never waited for; the asyncio tests bound real time only with generous limits."""
 
 import asyncio
+import json
 import logging
 import os
 
@@ -239,6 +240,29 @@ def test_the_vm_name_is_retried_until_imds_answers(mock):
     assert source.start() > 0 and source.tracker is None
     assert source.start() > 0
     assert source.start() == 0.0 and source.tracker.resource_name == "web_1"
+
+
+def test_an_event_with_a_deep_field_and_a_lone_surrogate_does_not_stop_the_source(mock, caplog):
+    # Issue 22: a field nested 600 deep raised RecursionError in every poll (the tracker copies each
+    # event), and a lone surrogate reached the engine as text no UTF-8 encoder takes.
+    source = poller(mock, resource_name="web_1")
+    source.start()
+    view = mock.control("POST", "events", {"event_type": "Reboot", "resources": ["web_1"]})
+    odd_id = "0A1B2C3D-4E5F-4061-8273-94A5B6C7D8E9"
+    events = [{"EventId": event_id, "EventType": "Reboot", "EventStatus": "Scheduled", "ResourceType": "VirtualMachine",
+               "Resources": ["web_1"], "NotBefore": view["not_before_rfc1123"], "Description": description,
+               "EventSource": "Platform", "DurationInSeconds": -1, "Nested": "@deep@"}
+              for event_id, description in ((view["event_id"], "fine"), (odd_id, u"Host \ud800 repair"))]
+    del events[0]["Nested"]
+    body = json.dumps({"DocumentIncarnation": 2, "Events": events}).replace('"@deep@"', "[" * 600 + "]" * 600)
+    mock.control("POST", "faults", {"kind": "status", "status": 200, "body": body, "paths": ["scheduledevents"]})
+    with caplog.at_level(logging.WARNING):
+        transitions, _delay = source.poll()
+    seen = dict((t["scheduled_event"]["event_id"], t["scheduled_event"]) for t in transitions)
+    assert sorted(seen) == sorted([view["event_id"], odd_id])
+    assert "nested" not in seen[odd_id] and seen[odd_id]["description"] == u"Host \ufffd repair"
+    json.dumps(transitions, ensure_ascii=False).encode("utf-8")
+    assert "the field 'Nested' nests deeper than" in caplog.text and "unpaired surrogates" in caplog.text
 
 
 # -- the asyncio loop -------------------------------------------------------------------------

@@ -437,12 +437,26 @@ def observe_wait(cell):
 WATCHER_POLL_INTERVAL = 0.5
 
 
+# A drain handler that succeeds only when its standard input is the event as valid JSON and
+# SE_EVENT_ID and SE_PHASE say the same.
+DRAIN_CHECK = """#!%s
+import json, os, sys
+event = json.load(sys.stdin)
+sys.exit(0 if (event["event_id"], event["phase"]) == (os.environ["SE_EVENT_ID"], os.environ["SE_PHASE"]) else 1)
+""" % sys.executable
+
+
 def watcher_config(cell):
     handlers = os.path.join(cell.workdir, "handlers")
     for phase in ("drain", "started", "recover"):
         os.makedirs(os.path.join(handlers, phase), mode=0o755, exist_ok=True)
     os.chmod(cell.workdir, 0o755)
     os.chmod(handlers, 0o755)
+    if getattr(cell.row, "drain_handler", False):
+        check = os.path.join(handlers, "drain", "10-check")
+        with open(check, "w") as handle:
+            handle.write(DRAIN_CHECK)
+        os.chmod(check, 0o755)
     config = {"imds_url": cell.url, "resource_name": VM, "state_dir": os.path.join(cell.workdir, "state"),
               "handlers_dir": handlers, "poll_interval": WATCHER_POLL_INTERVAL,
               "request_timeout": REQUEST_TIMEOUT, "first_request_timeout": REQUEST_TIMEOUT, "log_format": "json"}

@@ -37,7 +37,7 @@ class FaultRow(object):
 
     def __init__(self, name, faults=(), document=None, transient=False, expect=SUCCESS, error_words=None,
                  warn_field=None, target="mock", proxy=False, acts_during_fault=False, checks=None,
-                 may_fail=(), quiet=False, recover_within=30.0, max_rss_mib=None):
+                 may_fail=(), quiet=False, recover_within=30.0, max_rss_mib=None, drain_handler=False):
         self.name = name
         self.faults = list(faults)
         self.document = document
@@ -53,6 +53,7 @@ class FaultRow(object):
         self.quiet = quiet                # nothing worth a warning happens (the watcher need not log)
         self.recover_within = recover_within
         self.max_rss_mib = max_rss_mib
+        self.drain_handler = drain_handler    # the watcher gets a drain handler that must succeed
 
     def __repr__(self):
         return self.name
@@ -61,7 +62,9 @@ class FaultRow(object):
         specs = [dict(f) for f in self.faults]
         if self.document is not None:
             import json
-            specs.append({"kind": "status", "status": 200, "body": json.dumps(self.document(cell)),
+            document = self.document(cell)
+            body = document if isinstance(document, str) else json.dumps(document)
+            specs.append({"kind": "status", "status": 200, "body": body,
                           "methods": ["GET"], "paths": ["scheduledevents"]})
         return specs
 
@@ -156,6 +159,46 @@ def healthy_beside_unreadable_not_before_checks(consumer, cell, obs):
     return []
 
 
+def _deep_field(document, name, depth):
+    """document as JSON text with the extra field name, depth arrays deep, added to its last event
+    (as text: json.dumps itself recurses once per level)."""
+    import json
+    document["Events"][-1][name] = "@deep@"
+    return json.dumps(document).replace('"@deep@"', "[" * depth + "]" * depth)
+
+
+def deep_field_checks(consumer, cell, obs):
+    """The event beside (or carrying) the deep field is handled; the deep field is left out."""
+    if consumer in ("info", "wait"):
+        event = _the_event(cell, obs)
+        if event is None:
+            return ["the healthy event %s is not reported: %r" % (cell.event_id, obs.events)]
+        if any("nested" in e for e in obs.events or []):
+            return ["the field nested too deep was not left out"]
+    if consumer == "approve" and obs.approved != [cell.event_id]:
+        return ["approved %r, not [%s]" % (obs.approved, cell.event_id)]
+    return default_checks(consumer, cell, obs)
+
+
+LONE_SURROGATE_DESCRIPTION = u"Host server \ud800 is undergoing maintenance."
+
+
+def lone_surrogate_checks(consumer, cell, obs):
+    if consumer in ("info", "wait"):
+        event = _the_event(cell, obs)
+        if event is None or event.get("description") != LONE_SURROGATE_DESCRIPTION.replace(u"\ud800", u"\ufffd"):
+            return ["the unpaired surrogate was not replaced with U+FFFD: %r" % (event,)]
+    return default_checks(consumer, cell, obs)
+
+
+def nul_checks(consumer, cell, obs):
+    if consumer in ("info", "wait"):
+        event = _the_event(cell, obs)
+        if event is None or "\x00" not in (event.get("description") or "") + (event.get("event_type") or ""):
+            return ["the event is not reported with its text as sent: %r" % (event,)]
+    return default_checks(consumer, cell, obs)
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 def _burst(status, count=2):
@@ -213,6 +256,27 @@ ROWS = [
     FaultRow("refused_connection", target="refused", expect=CLEAN_ERROR,
              error_words=r"refused|no Instance Metadata Service|Azure VM"),
     FaultRow("proxy_variables_set", proxy=True, quiet=True),
+    # Issue 22, items 2 to 4: event text no consumer may choke on. The watcher drains each through
+    # a handler that checks its standard input and its SE_* variables.
+    FaultRow("extra_field_600_deep_beside_healthy",
+             document=lambda cell: _deep_field({"DocumentIncarnation": 7, "Events": [
+                 cell.raw_event(), cell.raw_event(EventId=OTHER_EVENT_ID, Resources=["web_1"])]}, "Nested", 600),
+             warn_field="Nested", checks=deep_field_checks, acts_during_fault=True, drain_handler=True),
+    FaultRow("extra_field_30000_deep_in_the_event",
+             document=lambda cell: _deep_field({"DocumentIncarnation": 7, "Events": [cell.raw_event()]},
+                                               "Nested", 30000),
+             warn_field="Nested", checks=deep_field_checks, acts_during_fault=True, drain_handler=True),
+    FaultRow("description_lone_surrogate",
+             document=lambda cell: {"DocumentIncarnation": 7, "Events": [
+                 cell.raw_event(Description=LONE_SURROGATE_DESCRIPTION)]},
+             warn_field="Description", checks=lone_surrogate_checks, acts_during_fault=True, drain_handler=True),
+    FaultRow("description_nul",
+             document=lambda cell: {"DocumentIncarnation": 7, "Events": [
+                 cell.raw_event(Description=u"Host server\x00is undergoing maintenance.")]},
+             checks=nul_checks, acts_during_fault=True, quiet=True, drain_handler=True),
+    FaultRow("event_type_nul",
+             document=lambda cell: {"DocumentIncarnation": 7, "Events": [cell.raw_event(EventType=u"Re\x00boot")]},
+             checks=nul_checks, acts_during_fault=True, quiet=True, drain_handler=True),
 ]
 
 # Seconds a cell may take in all (its deadlines, recovery and stop) before the test gives up on it.
@@ -324,4 +388,4 @@ def test_the_table_covers_every_fault_kind_of_the_issue():
     statuses = set(f.get("status") for row in ROWS for f in row.faults if f["kind"] == "status")
     assert statuses >= {410, 429, 500, 502, 503, 504}
     assert [row.name for row in ROWS if row.target == "refused"] and [row.name for row in ROWS if row.proxy]
-    assert len([row for row in ROWS if row.document is not None]) == 7
+    assert len([row for row in ROWS if row.document is not None]) == 12

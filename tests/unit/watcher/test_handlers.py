@@ -6,7 +6,8 @@ import signal
 import subprocess
 import sys
 
-from watcher_handlers import PhaseRunner, discover, permission_problem
+import pytest
+from watcher_handlers import SE_VALUE_MAX_BYTES, PhaseRunner, discover, handler_env_values, permission_problem
 
 from .helpers import ID_A, IGNORING_SIGTERM, NOW, LogSink, config, event, write_handler
 
@@ -249,3 +250,71 @@ def test_long_output_is_cut(tmp_path):
     run.run("started", event(status="Started"))
     output = log.messages("handler_output")
     assert output[0] == "event %s: started/10-chatty: 1" % ID_A and len(output) == 41 and "output cut" in output[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# Event text that an environment cannot hold (issue 22, item 3)
+# --------------------------------------------------------------------------------------------
+
+MANY_RESOURCES = ["web_0"] + ["vm_%05d" % number for number in range(59999)]
+HOSTILE_TEXT = [
+    ("nul_in_description", {"description": "Host\x00update"}),
+    ("nul_in_event_type", {"event_type": "Re\x00boot"}),
+    ("lone_surrogate_in_description", {"description": "Host \ud800 update"}),
+    ("description_200_kb", {"description": "x" * 200 * 1024}),
+    ("description_900_kb_of_two_byte_characters", {"description": u"\u00e9" * 450 * 1024}),
+    ("resources_60000_names", {"resources": MANY_RESOURCES}),
+]
+
+
+SAVE_SE_VARIABLES = ('import json, os, sys; '
+                     'json.dump(dict((k, v) for k, v in os.environ.items() if k.startswith("SE_")), '
+                     'open(sys.argv[1], "w"))')
+
+
+def _dump_handler(tmp_path):
+    """A drain handler that saves its standard input and its SE_* variables (as JSON) and exits 0."""
+    out = tmp_path / "seen"
+    write_handler(tmp_path / "handlers", "drain", "10-dump", """
+        cat > %s.json
+        exec %s -c '%s' %s.env.json
+        """ % (out, sys.executable, SAVE_SE_VARIABLES, out))
+    return out
+
+
+@pytest.mark.parametrize("fields", [fields for _label, fields in HOSTILE_TEXT],
+                         ids=[label for label, _fields in HOSTILE_TEXT])
+def test_event_text_an_environment_cannot_hold_still_starts_the_handler(tmp_path, fields):
+    out = _dump_handler(tmp_path)
+    run, log = runner(tmp_path)
+    hostile = event(**fields)
+    ok, summary = run.run("drain", hostile)[:2]
+    assert ok and summary == "1 handler: 10-dump ok", log.lines
+    # Standard input keeps the whole event, as valid JSON.
+    stdin = json.loads((tmp_path / "seen.json").read_text())
+    assert dict((key, stdin[key]) for key in hostile) == hostile
+    env = json.loads((tmp_path / "seen.env.json").read_text())
+    truncated = env["SE_TRUNCATED"].split()
+    for name, value in env.items():
+        assert "\x00" not in value and len(value.encode("utf-8")) <= SE_VALUE_MAX_BYTES, name
+    description = (hostile["description"] or "").replace("\x00", u"\ufffd").replace("\ud800", u"\ufffd")
+    assert description.startswith(env["SE_DESCRIPTION"])
+    assert (env["SE_DESCRIPTION"] != description) == ("SE_DESCRIPTION" in truncated)
+    assert env["SE_EVENT_TYPE"] == hostile["event_type"].replace("\x00", u"\ufffd")
+    # Resources are cut after a whole name, never inside one.
+    names = env["SE_RESOURCES"].split(" ")
+    assert names == hostile["resources"][:len(names)]
+    assert (len(names) < len(hostile["resources"])) == ("SE_RESOURCES" in truncated)
+
+
+def test_se_values_are_cleaned_and_cut_as_documented():
+    values = handler_env_values({"SE_DESCRIPTION": u"a\x00b\ud800c" + u"\u00e9" * SE_VALUE_MAX_BYTES,
+                                 "SE_RESOURCES": " ".join(["web_0", "x" * SE_VALUE_MAX_BYTES]),
+                                 "SE_EVENT_ID": ID_A})
+    assert values["SE_EVENT_ID"] == ID_A
+    assert values["SE_DESCRIPTION"].startswith(u"a\ufffdb\ufffdc\u00e9")
+    # Cut on a character boundary: U+00E9 is two bytes, so one byte of the limit stays unused.
+    assert len(values["SE_DESCRIPTION"].encode("utf-8")) == SE_VALUE_MAX_BYTES - 1
+    assert values["SE_RESOURCES"] == "web_0"
+    assert values["SE_TRUNCATED"] == "SE_DESCRIPTION SE_RESOURCES"
+    assert handler_env_values({"SE_EVENT_ID": ID_A})["SE_TRUNCATED"] == ""

@@ -1,5 +1,6 @@
 """The IMDS document read field by field: what cannot be read is null with a warning, never an exception."""
 
+import copy
 import json
 
 import pytest
@@ -141,3 +142,78 @@ def test_annotate_and_select_take_events_with_unreadable_fields():
     assert [e["affects_this_host"] for e in annotated] == [False, True]
     assert _imds.select_events(scheduled.events, event_statuses=["Scheduled"], resource_name="web_0",
                                this_host_only=True) == [scheduled.events[1]]
+
+
+# -- the document's edge: nesting and text (issue 22) ----------------------------------------------
+
+def _with_deep_field(document, depth, where="event"):
+    """document as text, with the extra field Nested, depth arrays deep, in its first event (or the
+    document itself). Written as text: json.dumps recurses once per level too."""
+    target = document["Events"][0] if where == "event" else document
+    target["Nested"] = "@deep@"
+    return json.dumps(document).replace('"@deep@"', "[" * depth + "]" * depth)
+
+
+@pytest.mark.parametrize("depth", [600, 100000])
+def test_an_extra_field_nested_past_the_bound_is_left_out_and_the_event_beside_it_is_read(depth):
+    body = _with_deep_field({"DocumentIncarnation": 3, "Events": [raw(OTHER_ID), raw()]}, depth)
+    scheduled = _imds.ScheduledEvents(_imds.parse_document(body.encode()))
+    assert [e["event_id"] for e in scheduled.events] == [OTHER_ID, GOOD_ID]
+    assert scheduled.events[0] == HEALTHY and scheduled.events[1] == _imds.normalize_event(raw())
+    assert scheduled.warnings == ["event #1 (EventId %s): the field 'Nested' nests deeper than %d levels; it was "
+                                  "left out." % (OTHER_ID, _imds.MAX_NESTING)]
+    assert "Nested" not in scheduled.document["Events"][0]
+    # What each consumer does with it next: copy it (the watcher's state), write it out (a module).
+    copy.deepcopy(scheduled.document)
+    json.dumps([scheduled.document, scheduled.events])
+
+
+def test_a_deep_field_of_the_document_itself_is_left_out_too():
+    body = _with_deep_field({"DocumentIncarnation": 3, "Events": [raw()]}, 5000, where="document")
+    scheduled = _imds.ScheduledEvents(_imds.parse_document(body))
+    assert scheduled.incarnation == 3 and [e["event_id"] for e in scheduled.events] == [GOOD_ID]
+    assert scheduled.warnings == ["the document: the field 'Nested' nests deeper than %d levels; it was left out."
+                                  % _imds.MAX_NESTING]
+    assert sorted(scheduled.document) == ["DocumentIncarnation", "Events"]
+
+
+def test_nesting_up_to_the_bound_is_kept_as_sent():
+    # The document, Events and the event are three levels: the field may add MAX_NESTING - 3.
+    depth = _imds.MAX_NESTING - 3
+    body = _with_deep_field({"DocumentIncarnation": 3, "Events": [raw()]}, depth)
+    scheduled = _imds.ScheduledEvents(_imds.parse_document(body))
+    assert scheduled.warnings == []
+    assert json.dumps(scheduled.events[0]["nested"]) == "[" * depth + "]" * depth
+    deeper = _imds.ScheduledEvents(_imds.parse_document(_with_deep_field(
+        {"DocumentIncarnation": 3, "Events": [raw()]}, depth + 1)))
+    assert "nested" not in deeper.events[0] and "nests deeper" in deeper.warnings[0]
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    description = "[" * 5000 + "{" * 5000 + " \\\" ]"
+    scheduled = _imds.ScheduledEvents(_imds.parse_document(json.dumps(
+        {"DocumentIncarnation": 3, "Events": [raw(Description=description)]})))
+    assert scheduled.warnings == [] and scheduled.events[0]["description"] == description
+
+
+def test_unpaired_surrogates_become_u_fffd_with_a_warning_and_pairs_stay():
+    body = json.dumps({"DocumentIncarnation": 3, "Events": [
+        raw(Description=u"Host \ud800 server \udfff", Resources=[u"web_0", u"web_\udc80"],
+            **{u"Extra\ud800": {u"note": u"\ud83d\ude00 \ud83d"}}),
+        raw(OTHER_ID, Description=u"fine \ud83d\ude00")]})
+    scheduled = _imds.ScheduledEvents(_imds.parse_document(body))
+    first, second = scheduled.events
+    assert first["description"] == u"Host \ufffd server \ufffd"
+    assert first["resources"] == [u"web_0", u"web_\ufffd"]
+    assert first[u"extra\ufffd"] == {u"note": u"\U0001F600 \ufffd"}
+    assert second["description"] == u"fine \U0001F600"
+    assert scheduled.warnings == [
+        "event #1 (EventId %s): %s holds unpaired surrogates (\\ud800-\\udfff, not text); each became U+FFFD."
+        % (GOOD_ID, name) for name in ("'Resources'", "'Description'", repr(u"Extra\ufffd"))]
+    # Every string the document holds can now be written as UTF-8.
+    json.dumps([scheduled.document, scheduled.events], ensure_ascii=False).encode("utf-8")
+
+
+def test_an_imds_error_text_with_an_unpaired_surrogate_is_text():
+    assert _imds._imds_error_text(b'{"error": "Bad request \\ud800"}') == u"Bad request \ufffd"
+    assert _imds._imds_error_text(("{\"error\": %s}" % ("[" * 100000 + "]" * 100000)).encode())

@@ -1,6 +1,10 @@
 """scheduled_event_approve: what is selected, what is posted (once), idempotence and errors."""
 
+import json
+import types
+
 import pytest
+import yaml
 
 from ansible_collections.azure_imds.scheduled_events.plugins.modules import scheduled_event_approve as approve
 
@@ -270,3 +274,27 @@ def test_bad_numbers_are_refused_before_any_request(option, value):
     assert outcome.failed and outcome.requests == []
     assert outcome.result["msg"].startswith("%s must be a number from " % option), outcome.result["msg"]
     assert "got %r." % (value,) in outcome.result["msg"] or "got %r." % (float(value),) in outcome.result["msg"]
+
+
+# -- text that is not text (issue 22) --------------------------------------------------------------
+
+def test_an_unpaired_surrogate_in_a_description_does_not_fail_the_approval_it_sent(tmp_path):
+    # It used to POST the approval and then fail ("Refusing to deserialize an invalid UTF8 string
+    # value"), so that the playbook believed nothing was approved.
+    tasks = yaml.safe_dump([{"name": "Approve", "azure_imds.scheduled_events.scheduled_event_approve": {},
+                             "register": "approval"},
+                            {"name": "Show", "ansible.builtin.debug": {"var": "approval.events[0].description"}}])
+    with start_mock(fleet=AVSET, rate_limit=False) as mock:
+        view = mock.control("POST", "events", {"event_type": "Reboot", "resources": ["web_0"]})
+        event = raw_event(view["event_id"], "Reboot", resources=("web_0",), not_before=view["not_before_rfc1123"],
+                          description=u"Host server \ud800 is undergoing maintenance.")
+        mock.control("POST", "faults", {"kind": "status", "status": 200, "methods": ["GET"],
+                                        "paths": ["scheduledevents"],
+                                        "body": json.dumps({"DocumentIncarnation": 2, "Events": [event]})})
+        completed = run_examples(types.SimpleNamespace(EXAMPLES=tasks, __name__="lone_surrogate"),
+                                 mock.vm_url("web_0"), tmp_path)
+        audit = mock.control("GET", "audit")
+    assert [a["event_ids"] for a in audit["approvals"]] == [[view["event_id"]]]
+    counts = recap(completed.stdout)
+    assert completed.returncode == 0 and counts["failed"] == 0 and counts["changed"] == 1, completed.stdout
+    assert u"Host server \ufffd is undergoing maintenance." in completed.stdout
