@@ -586,7 +586,8 @@ class Watcher(object):
     # -- approvals -------------------------------------------------------------------------
 
     def _approve_due(self):
-        keys = self.planner.pending_approvals(self._wall_clock())
+        # Retries are timed on the monotonic clock: a step of the wall clock neither delays nor hurries one.
+        keys = self.planner.pending_approvals(self._clock())
         if not keys:
             return
         unusable = [k for k in keys if not _imds.is_event_id(self.planner.records[k]["event"]["event_id"])]
@@ -611,7 +612,7 @@ class Watcher(object):
             rule = _imds.retry_rule_for(failure) if failure is not None else None
             retry_at = None
             if rule is not None:
-                retry_at = self._wall_clock() + min(MAX_BACKOFF, self._policy.delay(rule, 1, failure.retry_after))
+                retry_at = self._clock() + min(MAX_BACKOFF, self._policy.delay(rule, 1, failure.retry_after))
             self.telemetry.approval(False, keys)
             self.log.apply(self.planner.approval_failed(keys, describe_failure(exc, self.client), retry_at))
         else:

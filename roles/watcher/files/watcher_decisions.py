@@ -6,16 +6,21 @@
 The Planner keeps one record per EventId (the durable state) and turns each polled document and
 each finished handler phase into log lines, queued phase jobs and due approvals. The daemon
 carries them out, persists the records before it starts a phase, and reports back. Time is always passed in,
-so tests drive it with plain numbers.
+so tests drive it with plain numbers: the wall clock (seconds since the epoch) where a decision is
+about NotBefore or what is kept on disk, the monotonic clock of this run for approval retries, so
+that a step of the wall clock never delays or hurries one. A decision against NotBefore is made
+afresh at each poll: one taken under a wrong wall clock is never final.
 
 Record fields (all JSON): event (the last normalised event), mine, status, gone, policy,
-policy_reason, drain / started / recover (phase outcomes), approval, approval_retry_at,
-seen_incarnation (the last DocumentIncarnation that held the event), missing_polls (documents in
-a row without it), gone_at (when it was taken as gone). check_record() is their schema.
+policy_reason, drain / started / recover (phase outcomes), approval, approval_retry_at (the
+monotonic time of this run's next try; a new run tries at once), seen_incarnation (the last
+DocumentIncarnation that held the event), missing_polls (documents in a row without it), gone_at
+(when it was taken as gone). check_record() is their schema.
 """
 
 import json
 import math
+import time
 
 import _imds
 # One rule for when an event is gone, shared with the notify action and the EDA event source.
@@ -32,6 +37,8 @@ STOPPED = "stopped"
 PHASE_OUTCOMES = (None, "running", "succeeded", "failed", "interrupted", "skipped")
 APPROVAL_OUTCOMES = (None, "sent", "retry", "failed", "withheld", "dry_run")
 POLICIES = (None, "after_drain", "immediate", "none")
+# _skip_reason's answer for a drain whose NotBefore has passed by the wall clock: not final.
+_NOT_BEFORE_PASSED = "NotBefore has passed"
 # A finished event of this VM is remembered this long, so that one that comes back (a transient
 # document without it) is never drained a second time.
 REMEMBER_FINISHED_SECONDS = 86400.0
@@ -266,6 +273,9 @@ class Planner(object):
         self.running = None    # (key, phase) of the job being run
         self._noted = set()    # (incarnation, index, text) of events set aside, logged once
         self._now = None
+        # Keys whose drain waits because NotBefore looked passed by the wall clock: decided again
+        # at each poll, and skipped for good only once the event is no longer Scheduled.
+        self._late_drains = set()
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -282,8 +292,9 @@ class Planner(object):
     def has_work(self):
         return bool(self.queue) or self.running is not None
 
-    def pending_approvals(self, now_epoch):
-        """Events whose approval is due now (first try, or a retry whose backoff has passed)."""
+    def pending_approvals(self, now):
+        """Events whose approval is due now (first try, or a retry whose backoff has passed). now
+        is the monotonic clock approval_failed() got its retry_at from."""
         due = []
         for key, record in sorted(self.records.items()):
             if not record["mine"] or record["gone"] or record["status"] != SCHEDULED:
@@ -292,7 +303,7 @@ class Planner(object):
                       or (record["policy"] == "after_drain" and record["drain"] == "succeeded"))
             if not wanted or record["approval"] not in (None, "retry"):
                 continue
-            if record["approval"] == "retry" and (record["approval_retry_at"] or 0) > now_epoch:
+            if record["approval"] == "retry" and (record["approval_retry_at"] or 0) > now:
                 continue
             due.append(key)
         return due
@@ -307,6 +318,9 @@ class Planner(object):
         actions = []
         for key, record in sorted(self.records.items()):
             eid = self._eid(key)
+            if record["approval"] == "retry":
+                # Its time was on the monotonic clock of the run that wrote it: try again at once.
+                record["approval_retry_at"] = None
             if record["drain"] == "running":
                 record["drain"] = "interrupted"
                 if record["policy"] == "after_drain" and record["approval"] is None:
@@ -360,6 +374,7 @@ class Planner(object):
                 record["missing_polls"] = 0
             if record["mine"]:
                 self._plan(key, record)
+                actions.extend(self._settle_late_drain(key, record))
         for key, record in sorted(self.records.items()):
             if key in present:
                 continue
@@ -381,6 +396,7 @@ class Planner(object):
                     text = "left the document; no handler ran for it, nothing to recover"
                 actions.append(Log("info", "event_gone", "event %s: %s" % (eid, text), event_id=eid,
                                    mine=record["mine"]))
+                actions.extend(self._settle_late_drain(key, record))
             # Also after a restart: an event that vanished while the watcher was down still gets
             # its recover.
             if record["mine"] and record["recover"] is None and self._recover_due(key, record):
@@ -463,6 +479,24 @@ class Planner(object):
         if record["status"] == STARTED and record["started"] is None:
             self._enqueue(key, "started")
 
+    def _settle_late_drain(self, key, record):
+        """A drain held back because NotBefore looked passed is skipped for good once the event is
+        no longer Scheduled: a fact of the document, not of the clock."""
+        if key not in self._late_drains or (not record["gone"] and record["status"] == SCHEDULED):
+            return []
+        self._late_drains.discard(key)
+        if (key, "drain") in self.queue:
+            self.queue.remove((key, "drain"))
+        if record["drain"] is not None:
+            return []
+        record["drain"] = "skipped"
+        eid = self._eid(key)
+        return [Log("warning", "phase_skipped", "event %s: drain handlers not run: NotBefore %s had passed by this "
+                    "VM's clock and the event %s: skipped for good" % (
+                        eid, record["event"].get("not_before"),
+                        "left the document" if record["gone"] else "is now %s" % record["status"]),
+                    event_id=eid, phase="drain")]
+
     def _recover_due(self, key, record):
         # A phase still running may yet owe a recover; the recover job waits behind it and checks again.
         return owes_recover(record) or self.running in ((key, "drain"), (key, "started"))
@@ -505,6 +539,15 @@ class Planner(object):
                 continue
             reason = self._skip_reason(record, phase, now_epoch)
             eid = self._eid(key)
+            if reason == _NOT_BEFORE_PASSED:
+                actions.extend(self._hold_drain(key, record, now_epoch))
+                continue
+            if phase == "drain" and key in self._late_drains:
+                self._late_drains.discard(key)
+                if reason is None:
+                    actions.append(Log("info", "drain_resumed", "event %s: NotBefore %s is ahead again by this "
+                                       "VM's clock: the drain held back runs now"
+                                       % (eid, record["event"].get("not_before")), event_id=eid, phase="drain"))
             if reason:
                 if phase == "drain":
                     record["drain"] = "skipped"
@@ -528,7 +571,7 @@ class Planner(object):
                 return "the event is already %s" % record["status"]
             not_before = not_before_epoch(record["event"])
             if not_before is not None and not_before <= now_epoch:
-                return "NotBefore %s has passed: a drain must end by NotBefore" % record["event"]["not_before"]
+                return _NOT_BEFORE_PASSED
         elif phase == "started":
             if record["gone"]:
                 return "the event ended before its started handlers could run"
@@ -536,6 +579,22 @@ class Planner(object):
             if not owes_recover(record):
                 return "no drain or started handler ran for it"
         return None
+
+    def _hold_drain(self, key, record, now_epoch):
+        """NotBefore has passed by the wall clock, yet the event is still Scheduled. A drain must
+        end by NotBefore, so it does not start now; but the wall clock may be wrong (a step, a jump
+        that NTP undoes), so nothing is final: the next poll plans the drain again and decides
+        afresh. Logged once per hold."""
+        if key in self._late_drains:
+            return []
+        self._late_drains.add(key)
+        eid = self._eid(key)
+        return [Log("warning", "drain_held", "event %s: drain not started: NotBefore %s has passed by this VM's "
+                    "clock (%s); a drain must end by NotBefore. Decided again at each poll while the event is "
+                    "Scheduled (the clock may be wrong); skipped for good once it starts or leaves"
+                    % (eid, record["event"].get("not_before"),
+                       time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_epoch))),
+                    event_id=eid, phase="drain")]
 
     def job_finished(self, key, phase, ok, summary):
         """Record a phase's outcome (ok: True, False or STOPPED). Returns log actions; approvals

@@ -13,7 +13,7 @@ import os
 import pytest
 import yaml
 
-from mock_imds_helpers import start_mock  # pylint: disable=import-error
+from mock_imds_helpers import FakeClock, start_mock  # pylint: disable=import-error
 
 from .conftest import ROOT
 
@@ -76,7 +76,7 @@ def test_defaults():
     clean, warnings = check_args({})
     assert clean == {"imds_url": None, "api_version": "2020-07-01", "request_timeout": 120.0, "poll_interval": 1.0,
                      "this_host_only": False, "emit_existing": True, "event_ids": None, "event_types": None,
-                     "event_statuses": None, "event_sources": None, "resource_name": None}
+                     "event_statuses": None, "event_sources": None, "resource_name": None, "max_pending_events": 1000}
     assert warnings == []
 
 
@@ -285,3 +285,139 @@ def test_run_puts_each_transition_on_the_queue_and_stops_when_cancelled(mock):
     assert (started["type"], started["scheduled_event"]["event_status"]) == ("started", "Started")
     statuses = set(r["status"] for r in mock.control("GET", "audit")["requests"])
     assert statuses == {200}       # the mock's 5 requests/s limit was never hit
+
+
+# -- a busy rulebook (issue 22, item 5) ---------------------------------------------------------
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, 100001, "abc", True, [1], float("nan"), None], ids=repr)
+def test_a_bad_max_pending_events_is_refused_naming_the_option_and_the_range(value):
+    with pytest.raises(SourceConfigError) as refused:
+        check_args({"max_pending_events": value})
+    assert str(refused.value).startswith("max_pending_events must be a whole number from 1 to 100000 (events), got ")
+
+
+def test_max_pending_events_takes_a_whole_number_also_as_templated_text():
+    assert check_args({"max_pending_events": 1})[0]["max_pending_events"] == 1
+    assert check_args({"max_pending_events": "250"})[0]["max_pending_events"] == 250
+
+
+class HeldSleep(object):
+    """The source's sleep between polls, held by the test: the source polls when the test says so,
+    and the test learns when that poll is over (the source is back in its sleep). Nothing waits
+    on real seconds; a source that never gets back to its sleep fails the test after LIMIT."""
+
+    LIMIT = 60.0
+
+    def __init__(self):
+        self.polls = 0
+        self._asleep = asyncio.Event()
+        self._go = asyncio.Event()
+
+    async def __call__(self, _delay):
+        self.polls += 1
+        self._asleep.set()
+        await self._go.wait()
+        self._go.clear()
+
+    async def first_poll(self):
+        await self._wait("the first poll")
+
+    async def poll_once(self, what):
+        self._asleep.clear()
+        self._go.set()
+        await self._wait(what)
+
+    async def _wait(self, what):
+        try:
+            await asyncio.wait_for(self._asleep.wait(), self.LIMIT)
+        except asyncio.TimeoutError:
+            pytest.fail("the source did not come back to its next poll after %s: polling waits on the "
+                        "rulebook's queue" % what)
+
+
+def transitions_of(handle, event_id):
+    return [t["to"] for t in handle.control("GET", "audit")["transitions"] if t["event_id"] == event_id]
+
+
+async def take_all(queue, count):
+    taken = [await asyncio.wait_for(queue.get(), HeldSleep.LIMIT) for _index in range(count)]
+    for _turn in range(5):        # let the feeder run: nothing more comes
+        await asyncio.sleep(0)
+    assert queue.empty()
+    return [(t["type"], t["scheduled_event"]["event_id"], t["seen_scheduled"]) for t in taken]
+
+
+def test_polling_goes_on_while_the_rulebook_is_busy_and_started_events_are_never_reported_cancelled():
+    """The engine's queue holds one event and the rulebook takes none while two events go through
+    Scheduled, Started and away on the mock's clock: every poll still happens, and once the rulebook
+    takes its events they are all there, in order, ended and never cancelled."""
+    clock = FakeClock()
+
+    async def scenario(handle):
+        queue = asyncio.Queue(maxsize=1)
+        held = HeldSleep()
+        source = Poller(options(handle, resource_name="web_1"), clock=clock, rng=lambda: 1.0)
+        task = asyncio.ensure_future(SOURCE["run"](queue, source.options, poller=source, sleep=held))
+        await held.first_poll()
+        events = []
+        for number in range(2):
+            event_id = add_event(handle, event_type="Reboot", resources=["web_1"], notice=3, duration=2)
+            events.append(event_id)
+            # One poll a simulated second until the mock's audit shows the event removed and a poll
+            # has read the document without it.
+            while "removed" not in transitions_of(handle, event_id):
+                clock.tick(1)
+                await held.poll_once("a poll while event %d was %s" % (number, transitions_of(handle, event_id)[-1]))
+            clock.tick(1)
+            await held.poll_once("the poll after event %d left" % number)
+        assert queue.qsize() == 1          # the rulebook has taken nothing all along
+        taken = await take_all(queue, 6)
+        task.cancel()
+        await asyncio.wait([task])
+        return events, held.polls, taken
+
+    with start_mock(fleet=FLEET, clock=clock) as handle:
+        (first, second), polls, taken = asyncio.run(scenario(handle))
+        audit = handle.control("GET", "audit")
+        for event_id in (first, second):
+            assert transitions_of(handle, event_id) == ["Scheduled", "Started", "removed"]
+    assert taken == [("scheduled", first, True), ("started", first, True), ("ended", first, True),
+                     ("scheduled", second, True), ("started", second, True), ("ended", second, True)]
+    reads = [r for r in audit["requests"] if r["path"].startswith("/metadata/scheduledevents")]
+    assert len(reads) == polls and all(r["status"] == 200 for r in reads)
+
+
+def test_a_full_buffer_drops_the_oldest_events_counts_and_logs_them(caplog):
+    """max_pending_events 2, a queue of one that is never read: of five events scheduled at once,
+    the rulebook gets the first (it fits the queue before the next is polled) and the last two;
+    the other two are dropped, each logged with the count so far, and polling goes on."""
+    clock = FakeClock()
+
+    async def scenario(handle):
+        queue = asyncio.Queue(maxsize=1)
+        held = HeldSleep()
+        source = Poller(options(handle, resource_name="web_1", max_pending_events=2), clock=clock, rng=lambda: 1.0)
+        task = asyncio.ensure_future(SOURCE["run"](queue, source.options, poller=source, sleep=held))
+        await held.first_poll()
+        first = add_event(handle, event_type="Freeze", resources=["web_1"], notice=600)
+        clock.tick(1)
+        await held.poll_once("the first event")
+        later = [add_event(handle, event_type="Reboot", resources=["web_1"], notice=600) for _index in range(4)]
+        clock.tick(1)
+        await held.poll_once("four events at once")
+        clock.tick(1)
+        await held.poll_once("a poll with a full buffer")
+        taken = await take_all(queue, 3)
+        task.cancel()
+        await asyncio.wait([task])
+        # One NotBefore for the four: the source orders them by EventId (as scheduled_event_info).
+        return [first] + sorted(later), taken
+
+    with caplog.at_level(logging.WARNING), start_mock(fleet=FLEET, clock=clock) as handle:
+        ids, taken = asyncio.run(scenario(handle))
+    assert taken == [("scheduled", ids[0], True), ("scheduled", ids[3], True), ("scheduled", ids[4], True)]
+    drops = [r.getMessage() for r in caplog.records if "dropped the oldest" in r.getMessage()]
+    assert len(drops) == 2
+    assert "scheduled %s (Reboot); 1 dropped since start" % ids[1] in drops[0]
+    assert "scheduled %s (Reboot); 2 dropped since start" % ids[2] in drops[1]
+    assert "the rulebook has not taken the last 2 events (max_pending_events)" in drops[0]

@@ -2,8 +2,9 @@
 
 Options: those of scheduled_event_info and scheduled_event_approve (each run as Ansible runs a
 module), of the scheduled_event_wait action, of the watcher's configuration file (its loader, its
-check-config command and `run --once`) and the watcher role's variables (one check-mode playbook
-run on localhost, every case in a block of its own). Each case must be refused at once: a clear
+check-config command and `run --once`), the watcher role's variables (one check-mode playbook
+run on localhost, every case in a block of its own) and the EDA event source's (its main(), as
+ansible-rulebook calls it). Each case must be refused at once: a clear
 error that names the option, no traceback, and no request in the mock IMDS's audit.
 """
 
@@ -120,6 +121,7 @@ OPTIONS = [
     Option("watcher role", "watcher_notify_outbox_max", kind="integer"),
     Option("watcher role", "watcher_handlers[0].timeout", named=r"watcher_handlers.*timeout|timeout.*watcher_handlers"),
     Option("watcher role", "watcher_imds_url", kind="url"),
+    Option("eda source", "max_pending_events", kind="integer"),
 ]
 
 
@@ -401,9 +403,36 @@ def run_role_cases():
     return verdicts
 
 
+# -- the EDA event source: main() as ansible-rulebook calls it -------------------------------------
+
+def check_eda_source(case):
+    import asyncio
+
+    from ..eda.test_event_source import SOURCE
+
+    async def attempt(mock):
+        args = {"imds_url": mock.vm_url(VM), "resource_name": VM, case.option.name: case.value_for(mock.port)}
+        task = asyncio.ensure_future(SOURCE["main"](asyncio.Queue(), args))
+        done = (await asyncio.wait([task], timeout=AT_ONCE))[0]
+        if not done:
+            task.cancel()
+            await asyncio.wait([task])
+            return Verdict(ACCEPTED, "the source was still polling after %gs" % AT_ONCE)
+        error = task.exception()
+        if error is None:
+            return Verdict(ACCEPTED, "main() returned")
+        if not isinstance(error, SOURCE["SourceConfigError"]):
+            return Verdict(EXCEPTION, "%s: %s" % (type(error).__name__, _short(error)))
+        return refusal(case, str(error), _requests(mock))
+
+    with start_mock(rate_limit=True) as mock:
+        return asyncio.run(attempt(mock))
+
+
 # -- the table's driver ----------------------------------------------------------------------------
 
-CHECKS = {"info": check_module, "approve": check_module, "watcher config": check_watcher_config}
+CHECKS = {"info": check_module, "approve": check_module, "watcher config": check_watcher_config,
+          "eda source": check_eda_source}
 ROLE_KEY = "watcher-role-playbook"
 
 
@@ -444,4 +473,5 @@ def test_every_kind_of_bad_value_is_in_the_table():
     labels = set(label for label, _value in NUMBER_VALUES)
     assert {"nan", "+inf", "-inf", "negative", "zero", "huge", "string", "bool", "list"} <= labels
     assert any(isinstance(v, float) and math.isnan(v) for _l, v in NUMBER_VALUES)
-    assert set(option.target for option in OPTIONS) == {"info", "approve", "wait", "watcher config", "watcher role"}
+    assert set(option.target for option in OPTIONS) == {"info", "approve", "wait", "watcher config", "watcher role",
+                                                        "eda source"}

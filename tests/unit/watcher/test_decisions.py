@@ -247,14 +247,17 @@ def test_cancelled_after_its_drain_gets_a_recover():
     assert run_phase(p)[0].phase == "recover"
 
 
-def test_drain_is_skipped_once_not_before_has_passed():
+def test_drain_is_not_started_once_not_before_has_passed_and_skipped_when_the_event_leaves():
     p = planner()
     observe(p, [event()], NOW + 901)
     job, actions = p.next_job(NOW + 901)
     assert job is None and "NotBefore" in actions[0].message and actions[0].level == "warning"
-    assert p.records[ID_A.lower()]["drain"] == "skipped"
+    # Not final while the event is Scheduled: the wall clock may be wrong (issue 22, item 6).
+    assert p.records[ID_A.lower()]["drain"] is None
     assert p.pending_approvals(NOW + 901) == []
-    observe(p, [], NOW + 1000)
+    actions = observe(p, [], NOW + 1000)
+    assert p.records[ID_A.lower()]["drain"] == "skipped"
+    assert "phase_skipped" in [a.action for a in actions]
     assert all_finished(p)
 
 
@@ -389,3 +392,64 @@ def test_an_event_whose_resources_come_to_name_this_vm_becomes_its_own():
     assert p.pending_approvals(NOW + 1) == [ID_A.lower()]
     observe(p, [event(resources=["web_1"])], NOW + 2)      # and it stays this VM's
     assert p.records[ID_A.lower()]["mine"]
+
+
+# --------------------------------------------------------------------------------------------
+# The wall clock steps (issue 22, item 6): NotBefore is decided afresh at each poll
+# --------------------------------------------------------------------------------------------
+
+def test_a_drain_held_back_by_a_wall_clock_jump_runs_once_the_clock_is_right_again():
+    p = planner()
+    observe(p, [event()], NOW + 1600)                   # the clock jumped ahead: NotBefore looks passed
+    job, actions = p.next_job(NOW + 1600)
+    assert job is None and [a.action for a in actions] == ["drain_held"]
+    assert "decided again at each poll" in actions[0].message.lower()
+    for late in (1601, 1602):                            # held, logged once
+        observe(p, [event()], NOW + late)
+        assert p.next_job(NOW + late) == (None, [])
+    observe(p, [event()], NOW + 5)                       # NTP put it right
+    job, actions = p.next_job(NOW + 5)
+    assert job is not None and job.phase == "drain"
+    assert [a.action for a in actions] == ["drain_resumed"]
+    p.job_finished(job.key, "drain", True, "ok")
+    assert p.pending_approvals(NOW + 6) == [ID_A.lower()]
+
+
+def test_a_held_drain_is_skipped_for_good_once_the_event_starts_and_started_still_runs():
+    p = planner()
+    observe(p, [event()], NOW + 901)
+    assert p.next_job(NOW + 901)[0] is None
+    actions = observe(p, [event(status="Started")], NOW + 902)
+    skipped = [a for a in actions if a.action == "phase_skipped"]
+    assert len(skipped) == 1 and "is now Started" in skipped[0].message
+    assert p.records[ID_A.lower()]["drain"] == "skipped"
+    assert run_phase(p)[0].phase == "started"
+    observe(p, [], NOW + 1000)
+    assert run_phase(p)[0].phase == "recover"
+    assert all_finished(p)
+
+
+def test_a_held_drain_queued_behind_another_job_is_not_skipped_twice():
+    later = "2023-11-14T23:00:00Z"                       # B's NotBefore, ahead of the clock
+    p = planner()
+    observe(p, [event(), event(event_id=ID_B, not_before=later)], NOW + 901)
+    job, actions = p.next_job(NOW + 901)                 # A's drain is held, B's runs
+    assert job.key == ID_B.lower() and [a.action for a in actions] == ["drain_held"]
+    observe(p, [event(), event(event_id=ID_B, not_before=later)], NOW + 902)
+    assert (ID_A.lower(), "drain") in p.queue            # planned again, waiting behind B's drain
+    actions = observe(p, [event(status="Started"), event(event_id=ID_B, not_before=later)], NOW + 903)
+    actions += p.job_finished(job.key, "drain", True, "ok")
+    job, more = p.next_job(NOW + 903)
+    assert [a.action for a in actions + more].count("phase_skipped") == 1
+    assert job.phase == "started" and job.key == ID_A.lower()
+
+
+def test_approval_retries_follow_the_clock_they_are_given_and_a_restart_retries_at_once():
+    p = planner(user_events_at_once=True)
+    observe(p, [event(source="User")], NOW)
+    p.approval_failed([ID_A.lower()], "HTTP 503", 50.5)   # the daemon's monotonic clock, not the epoch
+    assert p.pending_approvals(50.0) == [] and p.pending_approvals(50.5) == [ID_A.lower()]
+    # A new run has a monotonic clock of its own: the old time means nothing, try at once.
+    p, actions = restarted(p)
+    assert actions == [] and p.records[ID_A.lower()]["approval_retry_at"] is None
+    assert p.pending_approvals(0.0) == [ID_A.lower()]

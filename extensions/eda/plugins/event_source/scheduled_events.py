@@ -113,9 +113,23 @@ options:
         are still emitted.
     type: bool
     default: true
+  max_pending_events:
+    description:
+      - "How many events the source holds while the rulebook is busy. Polling never waits for the
+        rulebook: each transition goes into this buffer, and the buffer feeds the rulebook's queue
+        as fast as the rulebook takes events, oldest first."
+      - When the buffer is full, the oldest event in it is dropped to make room, with a warning in
+        the log naming it and the count of events dropped since start. Transitions are never
+        merged or guessed, so an event the poller saw Started is reported V(ended), never
+        V(cancelled), however long the rulebook took.
+      - A whole number from 1 to 100000.
+    type: int
+    default: 1000
 notes:
   - Python 3 standard library only (besides ansible-rulebook itself); the blocking IMDS client runs
     in a worker thread.
+  - Polling goes on at O(poll_interval) while the rulebook is busy with earlier events (ansible-rulebook
+    may take one event at a time); what it has not taken yet waits in a buffer of O(max_pending_events).
 seealso:
   - module: azure_imds.scheduled_events.scheduled_event_info
 """
@@ -137,6 +151,7 @@ EXAMPLES = r"""
 """
 
 import asyncio
+import collections
 import importlib.util
 import logging
 import os
@@ -147,8 +162,10 @@ DEFAULT_POLL_INTERVAL = 1.0
 # A failing IMDS is read again after the client's backoff, never later than this.
 MAX_BACKOFF = 10.0
 FAILURE_REMINDER_SECONDS = 60.0
+DEFAULT_MAX_PENDING_EVENTS = 1000
+MAX_PENDING_EVENTS = 100000
 OPTIONS = ("imds_url", "api_version", "request_timeout", "resource_name", "event_ids", "event_types", "event_statuses",
-           "event_sources", "this_host_only", "poll_interval", "emit_existing")
+           "event_sources", "this_host_only", "poll_interval", "emit_existing", "max_pending_events")
 FILTERS = ("event_ids", "event_types", "event_statuses", "event_sources")
 
 LOG = logging.getLogger("azure_imds.scheduled_events.scheduled_events")
@@ -186,7 +203,7 @@ def _flag(args, name, default):
     return value
 
 
-def _number(args, name, default, minimum, maximum):
+def _number(args, name, default, minimum, maximum, integer=False, unit="seconds"):
     value = args.get(name, default)
     text = value.strip() if isinstance(value, str) else None
     if text and all(c in "0123456789+-.eE" for c in text):
@@ -196,7 +213,7 @@ def _number(args, name, default, minimum, maximum):
             value = float(text)
         except ValueError:
             pass
-    return _imds.check_number(value, name, minimum, maximum)
+    return _imds.check_number(value, name, minimum, maximum, integer=integer, unit=unit)
 
 
 def _name_list(args, name, choices=None):
@@ -237,6 +254,8 @@ def check_args(args):
                                      _imds.MAX_TIMEOUT),
             "this_host_only": _flag(args, "this_host_only", False),
             "emit_existing": _flag(args, "emit_existing", True),
+            "max_pending_events": _number(args, "max_pending_events", DEFAULT_MAX_PENDING_EVENTS, 1,
+                                          MAX_PENDING_EVENTS, integer=True, unit="events"),
             "event_ids": _name_list(args, "event_ids"),
             "event_types": _name_list(args, "event_types"),
             "event_statuses": _name_list(args, "event_statuses", _imds.EVENT_STATUSES),
@@ -345,11 +364,51 @@ class Poller(object):
         self.client.close()
 
 
+class PendingEvents(object):
+    """Transitions polled but not yet taken by the rulebook, oldest first. Bounded: when full, the
+    oldest is dropped, counted and logged. Polling only ever adds here, so a busy rulebook never
+    holds up a poll (a poll held up can miss a Started phase and turn an ended event into a
+    cancelled one)."""
+
+    def __init__(self, size):
+        self.size = size
+        self.items = collections.deque()
+        self.dropped = 0
+        self._ready = asyncio.Event()
+
+    def add(self, transition):
+        if len(self.items) >= self.size:
+            oldest = self.items.popleft()
+            self.dropped += 1
+            LOG.warning("scheduled_events: the rulebook has not taken the last %d events (max_pending_events); "
+                        "dropped the oldest, %s %s (%s); %d dropped since start", self.size, oldest["type"],
+                        oldest["scheduled_event"].get("event_id"), oldest["scheduled_event"].get("event_type"),
+                        self.dropped)
+        self.items.append(transition)
+        self._ready.set()
+
+    async def take(self):
+        while not self.items:
+            self._ready.clear()
+            await self._ready.wait()
+        return self.items.popleft()
+
+
+async def _feed(queue, pending):
+    """Hand the pending events to the rulebook's queue, one at a time, as it takes them."""
+    while True:
+        transition = await pending.take()
+        await queue.put(transition)
+
+
 async def run(queue, options, poller=None, sleep=None):
-    """Poll until cancelled, putting each wanted transition on the queue."""
+    """Poll until cancelled, putting each wanted transition on the queue through a bounded buffer
+    of options["max_pending_events"], so that a busy rulebook never delays a poll."""
     sleep = sleep or asyncio.sleep
     loop = asyncio.get_event_loop()
     poller = poller or Poller(options)
+    pending = PendingEvents(options["max_pending_events"])
+    feeder = asyncio.ensure_future(_feed(queue, pending))
     try:
         delay = await loop.run_in_executor(None, poller.start)
         while delay:
@@ -361,10 +420,16 @@ async def run(queue, options, poller=None, sleep=None):
                 LOG.info("scheduled_events: %s %s (%s)", transition["type"],
                          transition["scheduled_event"].get("event_id"),
                          transition["scheduled_event"].get("event_type"))
-                await queue.put(transition)
+                pending.add(transition)
+            if feeder.done():
+                # The queue refused an event: that is the engine's error, not one to poll through.
+                feeder.result()
             await sleep(delay)
     finally:
+        feeder.cancel()
         poller.close()
+        # wait() never raises the feeder's CancelledError; a second cancel of run() still ends it.
+        await asyncio.wait([feeder])
 
 
 async def main(queue, args):
