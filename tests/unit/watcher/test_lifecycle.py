@@ -169,7 +169,7 @@ def failing_writes(monkeypatch, count, code=errno.EROFS):
 
 
 def test_a_state_directory_that_cannot_be_written_at_start_is_backed_off_and_said_once(tmp_path, monkeypatch):
-    watcher, transport, clock, log = build(tmp_path, [doc(scheduled())] * 3, stop_after=1010.0)
+    watcher, transport, _clock, log = build(tmp_path, [doc(scheduled())] * 3, stop_after=1010.0)
     failed = failing_writes(monkeypatch, 4)
     slept = []
     watcher._sleep = slept.append
