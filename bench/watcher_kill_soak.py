@@ -83,6 +83,10 @@ STOP_BOUND = LONGEST_LIMIT + KILL_GRACE + REQUEST_TIMEOUT + 15.0
 # What the drain-out leaves for the last stop, which usually waits for one handler.
 LAST_STOP_ALLOWANCE = LONGEST_LIMIT + KILL_GRACE + REQUEST_TIMEOUT
 MAX_ACTIVE_EVENTS = 4
+# Seconds between two second watchers (`run --once` or `run` on the same state directory, issue 22)
+# started while the daemon holds the directory: each must refuse (exit status 4) and do nothing.
+RIVAL_EVERY = (4.0, 12.0)
+RIVAL_REFUSED = 4
 
 NOTIFY_TIMEOUT = 5.0
 # What the drain-out waits, at most, for the last notifications after the last recover ran.
@@ -233,6 +237,9 @@ class Soak(object):
         self.unasked_exits = []
         self.stop_overruns = []
         self.final_leftovers = []
+        self.rivals = 0
+        self.rival_failures = []
+        self.next_rival = time.time() + self.rng.uniform(*RIVAL_EVERY)
         self.t0 = time.time()
         self.main_start = self.t0
         self.receiver = Receiver()
@@ -326,6 +333,37 @@ class Soak(object):
             how = "stop overran"
         self._daemon_gone(how)
         self.leftovers = set()
+
+    def _holds_lock(self):
+        """True once the running daemon holds the state directory (its pid is in the lock file)."""
+        try:
+            with open(os.path.join(self.state_dir, "watcher.lock")) as handle:
+                return handle.read().strip() == str(self.daemon.pid)
+        except (OSError, ValueError):
+            return False
+
+    def run_rival(self):
+        """A second watcher on the daemon's state directory. It must refuse at once, naming the
+        daemon's pid; a handler it ran or an approval it sent would also show in the other counts
+        (its handlers carry the daemon's generation)."""
+        self.next_rival = time.time() + self.rng.uniform(*RIVAL_EVERY)
+        command = ["run", "--once"] if self.rng.random() < 0.5 else ["run"]
+        env = dict(os.environ)
+        env.pop("JOURNAL_STREAM", None)
+        env["SOAK_GEN"] = str(len(self.gens) - 1)
+        pid = self.daemon.pid
+        self.rivals += 1
+        try:
+            done = subprocess.run([sys.executable, self.args.daemon] + command + ["--config", self.config],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  env=env, timeout=60, check=False)
+        except subprocess.TimeoutExpired:
+            self.rival_failures.append("`%s` beside daemon pid %d still ran after 60s" % (" ".join(command), pid))
+            return
+        out = done.stdout.decode("utf-8", "replace")
+        if done.returncode != RIVAL_REFUSED or "another watcher (pid %d)" % pid not in out:
+            self.rival_failures.append("`%s` beside daemon pid %d: exit %s: %s"
+                                       % (" ".join(command), pid, done.returncode, " ".join(out.split())[-300:]))
 
     def check_unasked_exit(self):
         if self.daemon is not None and self.daemon.poll() is not None:
@@ -479,6 +517,8 @@ class Soak(object):
                     self.stop_daemon()
                 else:
                     self.kill_daemon()
+            elif now >= self.next_rival and self._holds_lock():
+                self.run_rival()
             if now >= next_progress:
                 next_progress = now + 30
                 self.read_handler_log()
@@ -838,6 +878,7 @@ def check(soak):
                                                     for item in soak.final_leftovers]
     found["state left running after the final stop"] = state_leftovers(soak.state_dir)
     found["notifications lost"] = notifications_lost(soak, by_event, ended_at)
+    found["second watchers that did not refuse"] = list(soak.rival_failures)
     return found, instances, ended_at, approvals
 
 
@@ -936,8 +977,9 @@ COUNTS = (
     "handlers alive after the final stop",
     "state left running after the final stop",
     "notifications lost",
+    "second watchers that did not refuse",
 )
-REQUIRED = COUNTS[:6] + ("notifications lost",)
+REQUIRED = COUNTS[:6] + ("notifications lost", "second watchers that did not refuse")
 
 
 def lifecycle_summary(soak, ended_at, approvals):
@@ -1062,6 +1104,7 @@ def report(soak, found, instances, ended_at, approvals):
     print("kills during drain:  %d" % soak.kills_during_drain)
     print("SIGTERM stops:       %d (the final one included)" % soak.stops)
     print("restarts:            %d" % (len(soak.gens) - 1))
+    print("second watchers:     %d (run or run --once on the same state directory, each must refuse)" % soak.rivals)
     print("handler runs:        %d (%s)" % (len(instances), ", ".join("%s %d" % i for i in sorted(phases.items()))))
     print("drain-out:           %s" % soak.drain_out_note)
     notify = notify_figures(soak)

@@ -49,7 +49,7 @@ from watcher_config import (DEFAULT_CONFIG_PATH, ConfigError, check_config, load
 from watcher_decisions import (Planner, approval_policy, check_record, describe, event_key,  # noqa: E402
                                 not_before_epoch)
 from watcher_handlers import PhaseRunner  # noqa: E402
-from watcher_state import StateError, StateStore  # noqa: E402
+from watcher_state import StateError, StateLocked, StateStore  # noqa: E402
 
 PROGRAM = "azure-imds-watcher"
 CONFIG_ENV_VAR = "AZURE_IMDS_WATCHER_CONFIG"
@@ -57,6 +57,9 @@ CONFIG_ENV_VAR = "AZURE_IMDS_WATCHER_CONFIG"
 # IMDS, an internal error of a command). 2: a configuration or usage error: restarting cannot fix
 # it, so the unit does not (RestartPreventExitStatus=2).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# 4: `run` refused to start because another watcher holds the state directory's lock. Not a crash:
+# under systemd the unit tries again after RestartSec (the holder may be a `run --once`).
+EXIT_LOCKED = 4
 # The longest the loop ever waits between two attempts, whatever the retry table or a
 # Retry-After says: a Preempt gives 30 s of notice, and one request every 10 s is far below the
 # rate limit of 5 a second.
@@ -384,8 +387,11 @@ class Watcher(object):
             self.interruptible = False
 
     def read_state(self):
-        """Load the state file (records checked one by one, bad ones set aside), retrying with a
-        backoff while the directory or file cannot be used. False once stopping."""
+        """Take the state directory (its lock: one watcher per directory), load the state file
+        (records checked one by one, bad ones set aside) and write it back once, retrying with a
+        backoff while the directory or file cannot be used (missing, read-only, full). False once
+        stopping. Raises StateLocked when another watcher holds the directory. A dry run writes
+        nothing and takes no lock."""
         if self._loaded is not None or self.store is None:
             return True
         streak = FailureStreak()
@@ -393,18 +399,30 @@ class Watcher(object):
             try:
                 if not self.dry_run:
                     self.store.ensure_directory()
-                self._loaded = self.store.load(read_only=self.dry_run, check_record=check_record)
+                    self.store.lock()
+                loaded = self.store.load(read_only=self.dry_run, check_record=check_record)
+                if not self.dry_run:
+                    self.store.check_writable()
+                self._loaded = loaded
                 break
+            except StateLocked:
+                raise
             except (StateError, OSError) as exc:
                 attempt, should_log = streak.failed("state", self._clock())
                 if should_log:
                     self.log("error", "state_unusable", "cannot use the state in %s: %s. Fix the directory (it must "
-                             "be writable by the watcher); trying again meanwhile, no handler runs until then"
-                             % (self.config["state_dir"], exc))
-                self._sleep(self._policy.delay(INTERNAL, attempt))
+                             "be writable by the watcher); trying again with a backoff of up to %gs meanwhile, no "
+                             "handler runs until then" % (self.config["state_dir"], exc, MAX_BACKOFF))
+                # Alive, only waiting: systemd must not restart it (nor count a start timeout).
+                self.telemetry.waiting("state directory unusable")
+                self._sleep(min(MAX_BACKOFF, self._policy.delay(INTERNAL, attempt)))
                 self.telemetry.loop()
         else:
             return False
+        summary = streak.succeeded(self._clock())
+        if summary:
+            self.log("info", "state_recovered", "the state in %s can be used again after %d failed attempt%s"
+                     % (self.config["state_dir"], summary[0], "" if summary[0] == 1 else "s"))
         for note in self._loaded.notes:
             self.log("error", "state_unreadable", note)
         return True
@@ -1120,9 +1138,25 @@ def run_command(args, config, client, store, out):
                                                    if again else ""))
         watcher.abandon_get()
 
+    def hang_up(signum, _frame):
+        # No reload: a configuration changed under a running drain would split one event between two
+        # policies. Logged, so that a hangup (a closed terminal, a stray kill -HUP) is no silent death.
+        log("warning", "sighup", "received %s: ignored, the watcher goes on; it does not reload its configuration "
+            "(restart it to apply a change)" % signal.Signals(signum).name)
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, hang_up)
+    published = False
     try:
+        log("info", "startup", "%s %s (pid %d)%s" % (PROGRAM, version, os.getpid(), "; systemd watchdog every %gs"
+                                                     % telemetry.watchdog if telemetry.watchdog else ""),
+            version=version, pid=os.getpid())
+        # The state directory first: created, locked (one watcher per directory), read and written
+        # once, backing off while it cannot be used, before anything else is written: the pid
+        # file and the status file of a watcher that may not start are nobody's to overwrite.
+        if not watcher.read_state():
+            return EXIT_OK
         if args.pid_file:
             try:
                 write_pid(args.pid_file)
@@ -1130,9 +1164,7 @@ def run_command(args, config, client, store, out):
                 log("error", "fatal", "cannot write the pid file %s (%s): give a writable --pid-file"
                     % (args.pid_file, exc.strerror or exc))
                 return EXIT_USAGE
-        log("info", "startup", "%s %s (pid %d)%s" % (PROGRAM, version, os.getpid(), "; systemd watchdog every %gs"
-                                                     % telemetry.watchdog if telemetry.watchdog else ""),
-            version=version, pid=os.getpid())
+        published = True
         telemetry.start()
         # Leftovers of a killed predecessor end first: IMDS may keep the watcher waiting for long.
         if not watcher.end_leftovers():
@@ -1142,6 +1174,9 @@ def run_command(args, config, client, store, out):
         if not watcher.load_state():
             return EXIT_OK
         return watcher.run_once() if args.once else watcher.run_forever()
+    except StateLocked as exc:
+        log("error", "state_locked", str(exc), holder=exc.holder)
+        return EXIT_LOCKED
     except (StateError, OSError) as exc:
         log("error", "fatal", "cannot keep the state in %s: %s. Fix the directory (it must be writable by the "
             "watcher) and restart." % (config["state_dir"], exc))
@@ -1152,8 +1187,14 @@ def run_command(args, config, client, store, out):
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        telemetry.stopping()
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        if published:
+            telemetry.stopping()
+        else:
+            # Neither the status file nor the metrics textfile is this watcher's to write (yet).
+            telemetry.notify("STOPPING=1")
         client.close()
+        store.unlock()
         if args.pid_file and read_pid(args.pid_file) in (os.getpid(), None):
             try:
                 os.remove(args.pid_file)

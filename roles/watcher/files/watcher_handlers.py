@@ -327,10 +327,12 @@ class PhaseRunner(object):
             read_end, write_end = os.pipe()
             collector = _OutputCollector(read_end, OUTPUT_LIMIT)
             start = self._clock()
+            spawned = {}
 
             def record(proc, ident):
                 entry = dict(ident, event_key=key if key is not None else (eid or "").lower(), event_id=eid,
                              phase=phase, handler=handler.name, started_at=self._wall_clock())
+                spawned.update(entry)
                 self._on_spawned(entry)
 
             try:
@@ -365,6 +367,8 @@ class PhaseRunner(object):
                 expiry.finish()
                 with self._lock:
                     self._current = None
+                if not expiry.fired:
+                    self._end_leftovers(handler, eid, spawned, kill_grace, fields)
                 self._exited(proc.pid, eid, fields)
         # A child the handler left behind may hold the pipe open: take what came so far.
         collector.join(OUTPUT_SETTLE_SECONDS)
@@ -386,6 +390,17 @@ class PhaseRunner(object):
                  % (eid, handler.label, message), exit_code=exit_code, duration=round(duration, 3),
                  outcome=outcome, **fields)
         return HandlerResult(handler, outcome, exit_code, duration)
+
+    def _end_leftovers(self, handler, eid, spawned, kill_grace, fields):
+        """The handler has exited: what it left in its process group (a background child, even one
+        that ignores SIGTERM) ends now, SIGTERM then SIGKILL after kill_grace, and is logged. Its
+        record stays in the state file until then, so a kill meanwhile leaves it to the next start."""
+        outcome = watcher_processes.end_group(spawned, kill_grace) if spawned else "gone"
+        if outcome != "gone":
+            self.log("warning", "handler_group_ended", "event %s: handler %s exited but left processes in its process "
+                     "group %d: %s (a handler must not leave processes behind)"
+                     % (eid, handler.label, spawned["pgid"], outcome), pgid=spawned["pgid"], outcome=outcome,
+                     **fields)
 
     def _exited(self, pid, eid, fields):
         try:

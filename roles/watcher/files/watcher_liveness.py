@@ -248,6 +248,7 @@ class Telemetry(object):
         self.notify = notifier or Notifier(environ)
         self.watchdog = watchdog_seconds(environ)
         self.ready = False
+        self._waiting = False
         self.started_at = self._wall_clock()
         wanted = config["metrics_textfile"] or config["metrics_port"]
         self.metrics = watcher_metrics.WatcherMetrics(version, self.started_at) if wanted else None
@@ -298,10 +299,20 @@ class Telemetry(object):
             self.status["failed_polls"] += 1
             if self.status["failing_since"] is None:
                 self.status["failing_since"] = now
-        if not self.ready:
+        if not self.ready or self._waiting:
             # After the first attempt, success or not: a VM without IMDS still starts (and says so).
             self.ready = True
+            self._waiting = False
             self.notify("READY=1\nSTATUS=%s" % ("polling" if outcome == "ok" else "IMDS not answering"))
+
+    def waiting(self, reason):
+        """Started but not polling yet (the state directory cannot be used): ready for systemd all
+        the same, so that its start timeout does not restart the watcher every few seconds, and
+        the watchdog is petted while the watcher backs off."""
+        if not self.ready:
+            self.ready = True
+            self._waiting = True
+            self.notify("READY=1\nSTATUS=%s" % reason)
 
     def document(self, document, resource_name):
         self._record("document", document.incarnation, document.events,

@@ -28,6 +28,8 @@ last saved them and the notify section as it is at that moment.
 """
 
 import copy
+import errno
+import fcntl
 import glob
 import json
 import os
@@ -36,12 +38,27 @@ import time
 
 STATE_VERSION = 1
 STATE_FILE = "state.json"
+# One watcher per state directory: the one that holds an flock on this file (its pid inside).
+LOCK_FILE = "watcher.lock"
 HANDLER_RECORD_KEYS = ("pid", "pgid", "start_ticks", "boot_id", "event_key", "event_id", "phase", "handler",
                        "started_at")
 
 
 class StateError(Exception):
     """The state directory or file cannot be used; the message says what to fix."""
+
+
+class StateLocked(StateError):
+    """Another process holds the state directory's lock: a second watcher must not start."""
+
+    def __init__(self, directory, holder):
+        self.directory = directory
+        self.holder = holder
+        who = "pid %d" % holder if holder else "a process whose pid is not written yet"
+        super(StateLocked, self).__init__(
+            "another watcher (%s) holds the state directory %s (the lock on %s): one watcher per state directory, "
+            "so this one does not start. Stop that one first (systemctl stop, or azure-imds-watcher stop), or give "
+            "this one another state_dir." % (who, directory, os.path.join(directory, LOCK_FILE)))
 
 
 class LoadedState(object):
@@ -101,6 +118,49 @@ class StateStore(object):
         # forget_notify()): a write before that (ending a killed predecessor's handlers) must not
         # lose the outbox and the tracker's memory.
         self._notify_loaded = None
+        # The open lock file while this store holds the directory (lock()), else None.
+        self._lock_fd = None
+
+    def lock(self):
+        """Take the state directory for this process: an exclusive flock on LOCK_FILE, held until
+        unlock() or the process ends (the kernel releases it even after a kill -9). The descriptor
+        is close-on-exec, so no handler inherits it. Raises StateLocked naming the holder's pid,
+        or StateError when the file cannot be opened or written (a read-only or full disk)."""
+        if self._lock_fd is not None:
+            return
+        path = os.path.join(self.directory, LOCK_FILE)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StateError("cannot open the lock file %s (%s)" % (path, exc.strerror or exc))
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise StateError("cannot lock %s (%s)" % (path, exc.strerror or exc))
+                raise StateLocked(self.directory, _pid_in(fd))
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, b"%d\n" % os.getpid(), 0)
+            except OSError as exc:
+                raise StateError("cannot write the lock file %s (%s)" % (path, exc.strerror or exc))
+        except BaseException:
+            os.close(fd)
+            raise
+        self._lock_fd = fd
+
+    @property
+    def locked(self):
+        return self._lock_fd is not None
+
+    def unlock(self):
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            os.close(fd)
+
+    def __del__(self):
+        self.unlock()
 
     def ensure_directory(self):
         try:
@@ -115,8 +175,9 @@ class StateStore(object):
         state.json.corrupt-<time> (left in place when read_only) and reported in notes, so the
         watcher can still start. check_record(key, record) -> (record, problem): each record
         whose problem is not None goes to set_aside with the reason, the others are kept."""
-        if not read_only:
-            # Left by a kill between creating the temporary file and renaming it: never read.
+        if not read_only and self.locked:
+            # Left by a kill between creating the temporary file and renaming it: never read. Only
+            # by the holder of the lock: without it the file may be a live watcher's write.
             for stale in glob.glob(glob.escape(self.path) + ".tmp-*"):
                 try:
                     os.remove(stale)
@@ -202,6 +263,13 @@ class StateStore(object):
             self._resource_name = resource_name
             return self._write()
 
+    def check_writable(self):
+        """Write the state file now, changed or not: at start, a read-only or full file system shows
+        here (OSError), before anything depends on a write."""
+        with self._lock:
+            self._last_written = None
+            return self._write()
+
     def forget_notify(self):
         """The next write leaves the notify section out (the watcher has no receivers now)."""
         with self._lock:
@@ -252,6 +320,16 @@ class StateStore(object):
     def _report(self, outcome):
         if self.on_write is not None:
             self.on_write(outcome)
+
+
+def _pid_in(fd):
+    """The pid a lock holder wrote into the lock file, or None (not written yet, or not a pid)."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii").strip()
+        pid = int(text)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return pid if pid > 0 else None
 
 
 def replace_file(path, data, mode, durable=False):

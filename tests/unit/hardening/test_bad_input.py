@@ -54,6 +54,13 @@ URL_VALUES = [
     ("ftp", "ftp://127.0.0.1:{port}/vm/web_0"),
 ]
 
+# Issue 22: configuration files nested deeper than any valid one (JSON text, spliced in as the
+# value of handler_environment: Python's own json could not even write them).
+NESTING_VALUES = [
+    ("array_100000_deep", "[" * 100000 + "]" * 100000),
+    ("object_100000_deep", '{"a": ' * 100000 + "1" + "}" * 100000),
+]
+
 
 class Option(object):
     """A numeric (kind number or integer) or URL option of one target.
@@ -73,6 +80,8 @@ class Option(object):
     def values(self):
         if self.kind == "url":
             return URL_VALUES
+        if self.kind == "nesting":
+            return NESTING_VALUES
         return [(label, value) for label, value in NUMBER_VALUES if not (label == "zero" and self.zero_ok)]
 
 
@@ -122,6 +131,8 @@ OPTIONS = [
     Option("watcher role", "watcher_handlers[0].timeout", named=r"watcher_handlers.*timeout|timeout.*watcher_handlers"),
     Option("watcher role", "watcher_imds_url", kind="url"),
     Option("eda source", "max_pending_events", kind="integer"),
+    Option("watcher config", "handler_environment", kind="nesting",
+           named=r"nests arrays and objects more than \d+ deep"),
 ]
 
 
@@ -255,7 +266,7 @@ def watcher_document(case, mock, workdir):
         doc["approval"] = {name.split(".", 1)[1]: value}
     elif name.startswith("handlers[0]."):
         doc["handlers"] = [{"name": "10-probe", "phase": "drain", "command": ["/bin/true"], "timeout": value}]
-    else:
+    elif case.option.kind != "nesting":         # JSON text: check_watcher_config splices it in
         doc[name] = value
     return doc
 
@@ -268,7 +279,10 @@ def check_watcher_config(case):
     with start_mock(rate_limit=True) as mock:
         with open(path, "w") as handle:
             # allow_nan writes JSON's NaN, Infinity and -Infinity literals, which json.loads reads.
-            json.dump(watcher_document(case, mock, workdir), handle, allow_nan=True)
+            text = json.dumps(watcher_document(case, mock, workdir), allow_nan=True)
+            if case.option.kind == "nesting":
+                text = '%s, "%s": %s}' % (text[:-1], case.option.name, case.value)
+            handle.write(text)
         try:
             watcher_config.load_config(path)
         except watcher_config.ConfigError as exc:

@@ -150,3 +150,37 @@ def test_check_config_prints_the_stop_timeout_the_unit_needs(tmp_path, capsys):
     path.write_text('{"handler_timeout": 600, "kill_grace": 10}')
     assert daemon.main(["check-config", "--config", str(path)]) == daemon.EXIT_OK
     assert "a stop may take up to %ds" % (600 + 10 + 10 + 15) in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------------
+# Nesting: bounded where the file is read
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "[" * 100000 + "]" * 100000,
+    '{"a": ' * 100000 + "1" + "}" * 100000,
+    '{"handler_environment": {"A": ' + "[" * 900 + "]" * 900 + "}}",       # under json's own limit
+    '{"extra": ' + "[" * 100000,                                            # and never closed
+], ids=["array_100000", "object_100000", "value_900", "unclosed_100000"])
+def test_a_deeply_nested_configuration_is_a_configuration_error_naming_the_file(tmp_path, capsys, text):
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path))
+    assert str(path) in str(info.value) and "more than %d deep" % watcher_config.MAX_CONFIG_DEPTH in str(info.value)
+    for command in (["check-config"], ["run", "--once"]):
+        assert daemon.main(command + ["--config", str(path)]) == daemon.EXIT_USAGE
+        err = capsys.readouterr().err
+        assert "configuration error: the configuration %s nests arrays and objects" % path in err
+        assert "internal error" not in err and "RecursionError" not in err
+
+
+def test_brackets_inside_strings_do_not_count_and_the_deepest_valid_configuration_loads(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({
+        "handler_environment": {"DEEP": "[" * 5000 + '\\"{' * 100},
+        "approval": {"rules": [{"event_types": ["Reboot"], "policy": "immediate"}]},
+    }))
+    config = load_config(str(path))
+    assert config["handler_environment"]["DEEP"].startswith("[[[")
+    assert config["approval"]["rules"][0]["event_types"] == ["Reboot"]
