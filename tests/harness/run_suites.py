@@ -22,6 +22,7 @@ counts that target as failed and the others as passed. CI reads that last line.
 """
 
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -209,6 +210,9 @@ def environment(collections, venv=None):
     env["PYTHONUNBUFFERED"] = "1"  # progress lines as they happen, not when a pipe buffer fills
     env["ANSIBLE_HOME"] = os.path.join(os.path.dirname(collections), "ansible-home")
     env.pop("AZURE_IMDS_URL", None)  # every test names its mock explicitly
+    # Container names are global on the machine: the watcher_systemd scenario's container carries
+    # this run's tag, so that two checkouts testing at once never remove each other's container.
+    env["AZURE_IMDS_RUN_TAG"] = "-" + hashlib.sha256(BUILD.encode()).hexdigest()[:8]
     return env
 
 
