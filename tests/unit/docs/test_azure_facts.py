@@ -14,8 +14,10 @@ section, and, for each file that relies on the fact, the words in which that fil
 
 A quote changed by hand, a quote added without a source, or a page that stops saying what the
 rest of the collection relies on fails here. The quotes themselves were copied from the pages
-below; this test cannot fetch them (no network), so a change on Microsoft's side is caught by
-whoever next reads the source and updates a row.
+below (their Markdown sources in MicrosoftDocs/azure-compute-docs, as rendered: emphasis, code marks
+and link targets dropped; Microsoft's typographic apostrophes written as ASCII ones, since sanity's
+no-smart-quotes refuses the others); this test cannot fetch them (no network), so a change on
+Microsoft's side is caught by whoever next reads the source and updates a row.
 """
 
 import collections
@@ -50,7 +52,7 @@ FACTS = [
     Fact("GPU accelerated Virtual Machines in a scale set using one fault domain (FD = 1) only receive scheduled events "
          "for the impacted resource.", LINUX + "#scope", "Scope",
          {"docs/docsite/rst/approval_policies.rst": "GPU scale sets with one fault domain are the exception"}),
-    Fact("Terminate notifications only on ‘delete’ operations – All delete operations (manual delete or "
+    Fact("Terminate notifications only on 'delete' operations – All delete operations (manual delete or "
          "Autoscale-initiated scale-in) will generate Terminate events if your scale set has scheduledEventsProfile "
          "enabled.", TERMINATE + "#tips-and-best-practices", "Tips and best practices",
          {"docs/docsite/rst/getting_started.rst": "delete it (a scale set VM, when the scale set has terminate "
@@ -114,7 +116,7 @@ FACTS = [
           "docs/docsite/rst/watcher.rst": "a drain never runs past NotBefore. It can still overlap the maintenance",
           "docs/docsite/rst/rolling_maintenance.rst": "any VM the event names may approve it first"}),
     Fact('VMs in one fault domain can receive scheduled events with EventStatus:"Scheduled" shortly after another '
-         "fault domain’s maintenance is completed. Regardless of what architecture you chose, always keep "
+         "fault domain's maintenance is completed. Regardless of what architecture you chose, always keep "
          "checking for new events pending against your VMs.", LINUX + "#high-level-overview", "High level overview",
          {FACTS_PAGE: "A VM can get a new event right after one ends.",
           "docs/docsite/rst/rolling_maintenance.rst": "so a VM can get a new event right after one ends, and "
@@ -166,7 +168,7 @@ FACTS = [
           "roles/mock_imds/files/mock_imds/scenarios.py": 'EMERGENCY_REPAIR_DESCRIPTION = "Host server is undergoing '
                                                           'an emergency repair."'}),
     # Issue 22: rolling_maintenance spoke of "the fault domains of a host".
-    Fact("As part of Azure’s availability guarantee, VMs in different fault domains won't be impacted by routine "
+    Fact("As part of Azure's availability guarantee, VMs in different fault domains won't be impacted by routine "
          "maintenance operations at the same time. However, they may have operations serialized one after another.",
          LINUX + "#high-level-overview", "High level overview",
          {FACTS_PAGE: "A fault domain belongs to the availability set (or to the scale set) a VM is in, not to a host",
@@ -201,7 +203,7 @@ FACTS = [
          {FACTS_PAGE: "each VM approves only the Terminate that names it",
           "docs/docsite/rst/approval_policies.rst": "A Terminate is approved only by the VM it deletes",
           "docs/docsite/rst/watcher.rst": "The watcher approves only events that name its own VM"}),
-    Fact("If there’s a pending delete on VM_1 that isn't approved, and you've approved another terminate event on VM_2, "
+    Fact("If there's a pending delete on VM_1 that isn't approved, and you've approved another terminate event on VM_2, "
          "then VM_2 isn't deleted until the terminate event for VM_1 is approved, or its timeout has elapsed.",
          TERMINATE + "#tips-and-best-practices", "Tips and best practices",
          {FACTS_PAGE: "it waits for the other pending deletes of the scale set to be approved or to time out",
