@@ -196,8 +196,8 @@ FACTS = [
          "individual instances to the latest model to reflect the changes.",
          TERMINATE + "#getting-terminate-event-with-incorrect-notbefore-time",
          "Getting Terminate event with incorrect NotBefore time",
-         {FACTS_PAGE: "until each is upgraded to the latest model its deletion gives no event, or one with the old "
-                      "notice"}),
+         {FACTS_PAGE: "until each is upgraded to the latest model, its deletion can give no event, or one with the "
+                      "old notice"}),
     Fact("Ensure that every VM in the scale set is only approving the EventID relevant for that VM only.",
          TERMINATE + "#respond-to-events", "Respond to events",
          {FACTS_PAGE: "each VM approves only the Terminate that names it",
@@ -264,6 +264,14 @@ FACTS = [
           "docs/docsite/rst/troubleshooting.rst": "It does not say when or how often a 410 comes",
           "docs/docsite/rst/watcher.rst": "a minute of failures is our threshold, not a documented normal",
           "plugins/module_utils/_imds.py": "Microsoft documents retrying a 410 for up to 70 s"}),
+    Fact("In general, requests to IMDS are limited to 5 requests per second (on a per VM basis). Requests exceeding "
+         "this threshold will be rejected with 429 responses.", IMDS + "#rate-limiting", "Rate limiting",
+         {FACTS_PAGE: "A Retry-After header on that 429 is not documented",
+          "docs/docsite/rst/troubleshooting.rst": "Microsoft does not document a Retry-After header on a 429",
+          "plugins/doc_fragments/imds.py": "Microsoft does not document a Retry-After header on IMDS answers",
+          "plugins/modules/scheduled_event_info.py": "allows five requests per second per VM for all callers together",
+          "roles/mock_imds/meta/argument_specs.yml": "Enforce 5 requests per second per VM (HTTP 429 beyond), as IMDS "
+                                                     "does."}),
     # Issue 22: mock_imds.rst said a non-leaf read with format=text is documented as 400.
     Fact("When filtering to a leaf node, format=json doesn't work. For these queries format=text needs to be "
          "explicitly specified since the default format is json.", IMDS + "#route-parameters", "Route parameters",
@@ -286,7 +294,7 @@ FACTS = [
                                                         "can be ordered (from the portal or the CLI)"}),
     Fact("Operations that impact multiple VMs, such as host updates, cannot be triggered on demand so you can use a "
          "mock server instead.", LINUX + "#testing-scheduled-events", "Testing Scheduled Events",
-         {FACTS_PAGE: "whole group cannot be ordered"}),
+         {FACTS_PAGE: "events for a whole group, cannot be ordered"}),
     # Issue 22: the mock's docs called its per-VM service, which hides earlier events, documented behaviour.
     Fact("Scheduled Events is enabled for your service the first time you make a request for events.",
          LINUX + "#enabling-and-disabling-scheduled-events", "Enabling and disabling Scheduled Events",
