@@ -36,8 +36,9 @@ options:
   request_timeout:
     description:
       - Seconds one request to IMDS may take in all, from connecting to the last byte of the answer;
-        an answer that trickles in slowly does not extend it. Answers larger than 1 MiB are refused
-        (a Scheduled Events document is a few KiB).
+        an answer that trickles in slowly does not extend it. Answers larger than 1 MiB are refused,
+        far larger than any Scheduled Events document we have seen (our observation, not documented
+        by Microsoft).
       - The first request to Scheduled Events after a quiet day can take up to two minutes while
         the service switches itself on, hence the long default. Connecting has its own short
         timeout of 5 seconds, so a machine that is not an Azure VM fails fast.
@@ -47,12 +48,13 @@ options:
   retry_timeout:
     description:
       - Overall deadline in seconds for retrying one IMDS operation through retryable failures
-        (410 for up to 70 seconds, 429 with backoff and C(Retry-After), 5xx, timeouts, dropped
-        connections, empty or non-JSON answers). Other 4xx answers are never retried.
+        (410, which Microsoft documents as lasting up to 70 seconds, 429 with backoff, 5xx, timeouts,
+        dropped connections, empty or non-JSON answers). Other 4xx answers are never retried.
       - Failing to connect at all is retried for 5 seconds only, then reported as "no Instance
         Metadata Service".
-      - A C(Retry-After) asked by IMDS is honoured up to 60 seconds and never past this deadline;
-        when it would pass it, the module fails at once saying so.
+      - Microsoft does not document a C(Retry-After) header on IMDS answers; when an answer carries
+        one, it is honoured up to 60 seconds and never past this deadline, and when it would pass
+        it, the module fails at once saying so.
       - V(0) disables retries.
       - A number of seconds from 0 to 86400.
     type: float

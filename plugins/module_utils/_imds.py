@@ -74,8 +74,9 @@ MIN_POLL_INTERVAL = 0.2
 # Retry-After is honoured up to this many seconds (a Preempt gives 30 s of notice), and never past
 # the deadline of the operation.
 RETRY_AFTER_CAP = 60.0
-# A Scheduled Events document is a few KiB; a larger answer is not one, and reading it whole would
-# cost memory without bound.
+# Microsoft documents no size for a Scheduled Events document; every one we have seen is far below
+# this cap (our observation), and reading an answer whole without a cap would cost memory without
+# bound.
 MAX_BODY_BYTES = 1024 * 1024
 # DocumentIncarnation and the options that carry one (changed_since, since_incarnation).
 MAX_INCARNATION = 2 ** 63 - 1
@@ -1134,8 +1135,9 @@ class ImdsClient:
     def _final_error(self, method, url, failure, gave_up_after=None):
         if failure.kind == Failure.TOO_LARGE:
             return ImdsTooLargeError(
-                "%s %s: the answer is too large (%s; the cap is %d bytes). A Scheduled Events document is a "
-                "few KiB, so this is not IMDS." % (method, url, failure.detail, MAX_BODY_BYTES),
+                "%s %s: the answer is too large (%s; the cap is %d bytes). No Scheduled Events document we "
+                "have seen comes near that, so this is most likely not IMDS." % (method, url, failure.detail,
+                                                                                 MAX_BODY_BYTES),
                 url=url, status=failure.status,
                 hint="Check that imds_url points at IMDS (or the mock) and that no proxy answers in its place.")
         if failure.kind == Failure.CONNECT:
@@ -1158,8 +1160,7 @@ class ImdsClient:
         if status == 400:
             hint = _hint_for_400(failure.imds_error)
         elif status == 404:
-            hint = ("The path is not served here: check imds_url (it must not end in /metadata) and api_version. "
-                    "Early in boot IMDS can answer 404 for a moment; run again.")
+            hint = "The path is not served here: check imds_url (it must not end in /metadata) and api_version."
         elif status == 405:
             hint = "IMDS accepts only GET and POST on this path."
         elif status == 403:
@@ -1176,7 +1177,7 @@ class ImdsClient:
             return self._final_error(method, url, failure, gave_up_after=elapsed)
         hint = "Raise retry_timeout to wait longer."
         if failure.status == 410:
-            hint = "IMDS answers 410 for up to 70 s while it recovers; use a retry_timeout of at least 70."
+            hint = "Microsoft documents retrying a 410 for up to 70 s; use a retry_timeout of at least 70."
         elif failure.status == 429:
             hint = ("IMDS allows 5 requests per second per VM across all callers; find what else polls it on "
                     "this VM (a watcher daemon polls once a second) or raise retry_timeout.")
@@ -1270,7 +1271,9 @@ def _worth_another_poll(exc, have_document):
     if have_document:
         return True
     if isinstance(exc, ImdsHttpError):
-        return exc.status == 404  # early in boot
+        # Microsoft documents 404 as "The requested element doesn't exist", not as passing; polling
+        # through it is our own choice, bounded by max_wait.
+        return exc.status == 404
     return isinstance(exc, (ImdsTimeoutError, ImdsResponseError)) and not isinstance(exc, ImdsTooLargeError)
 
 

@@ -185,7 +185,8 @@ events:
       returned: success
       sample: '2022-04-11T22:26:58Z'
     description:
-      description: C(Description) (api-version 2019-04-01 and later), may be empty.
+      description: C(Description) (api-version 2019-04-01 and later). It can be empty (our observation, not
+        documented by Microsoft).
       type: str
       returned: success
       sample: Host server is undergoing maintenance.

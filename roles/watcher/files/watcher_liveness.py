@@ -23,8 +23,9 @@ from watcher_state import replace_file
 STATUS_FILE = "status.json"
 VERSION_FILE = "VERSION"
 UNKNOWN_VERSION = "unknown"
-# `status` says degraded once polls have been failing for this long: a minute of 410s during a
-# host update is normal, and by then a Preempt's 30 s notice is already lost.
+# `status` says degraded once polls have been failing for this long: by then a Preempt's 30 s
+# notice is already lost. (Microsoft documents retrying a 410 for at most 70 s; this threshold is
+# ours, not a documented normal.)
 DEGRADED_AFTER_SECONDS = 60.0
 # Margin on top of the longest legitimate silence of the loop (see stale_after) before `status`
 # calls a live pid whose status file does not move "down".

@@ -101,7 +101,7 @@ def test_gpu_fd1_from_the_command_line_short_form():
      900, 600, -1),
     ("user_redeploy", "Redeploy", "User",
      "Virtual machine is going to be redeployed as requested by authorized user.", 900, 600, -1),
-    ("hardware_failure", "Reboot", "Platform", "Host server is undergoing emergency recovery.", 900, 600, -1),
+    ("hardware_failure", "Reboot", "Platform", "Host server is undergoing an emergency repair.", 900, 600, -1),
     ("live_migration", "Freeze", "Platform",
      "Virtual machine is being paused because of a memory-preserving Live Migration operation.", 900, 300, 5),
 ])

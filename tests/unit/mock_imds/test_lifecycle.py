@@ -78,7 +78,7 @@ def test_hardware_failure_appears_directly_started(start):
     assert client.doc() == {"DocumentIncarnation": 2, "Events": [{
         "EventId": mock.state.events()[0]["event_id"], "EventStatus": "Started", "EventType": "Reboot",
         "ResourceType": "VirtualMachine", "Resources": ["vm0"], "NotBefore": "",
-        "Description": "Host server is undergoing emergency recovery.",
+        "Description": "Host server is undergoing an emergency repair.",
         "EventSource": "Platform", "DurationInSeconds": -1}]}
 
 

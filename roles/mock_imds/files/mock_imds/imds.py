@@ -89,7 +89,8 @@ class ImdsEndpoints(object):
 
     def _service_touch(self, vm):
         """A request for events: it enables the service for this VM (after the enable delay) or
-        keeps it enabled. Events that appeared before the VM's service was enabled stay unseen."""
+        keeps it enabled. Events that appeared before the VM's service was enabled stay unseen: the
+        mock's own model (Microsoft documents neither a per-VM service nor what becomes of them)."""
         now = self._now()
         if self._service_enabled(vm, now):
             self._service[vm][1] = now

@@ -16,7 +16,8 @@ from .checks import MockError, read_json_file
 # migration and 10 min for the others.
 LIVE_MIGRATION_DESCRIPTION = "Virtual machine is being paused because of a memory-preserving Live Migration operation."
 HOST_MAINTENANCE_DESCRIPTION = "Host server is undergoing maintenance."
-EMERGENCY_RECOVERY_DESCRIPTION = "Host server is undergoing emergency recovery."
+# Microsoft lists "Host server is undergoing an emergency repair." among its example Descriptions.
+EMERGENCY_REPAIR_DESCRIPTION = "Host server is undergoing an emergency repair."
 USER_REBOOT_DESCRIPTION = "Virtual machine is going to be restarted as requested by authorized user."
 USER_REDEPLOY_DESCRIPTION = "Virtual machine is going to be redeployed as requested by authorized user."
 PLATFORM_REDEPLOY_DESCRIPTION = "Virtual machine has encountered a failure."
@@ -88,7 +89,7 @@ BUILTIN_SCENARIOS = {
         "description": "Unexpected host failure: Reboot of vm0 that appears directly as Started.",
         "fleet": {"default_vm": "vm0"},
         "events": [{"event_type": "Reboot", "resources": ["vm0"], "status": "Started",
-                    "description": EMERGENCY_RECOVERY_DESCRIPTION}],
+                    "description": EMERGENCY_REPAIR_DESCRIPTION}],
     },
     "canceled_maintenance": {
         "description": "Host maintenance cancelled by Azure (other hosts failed their health checks): a Freeze of "
