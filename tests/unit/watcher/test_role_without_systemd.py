@@ -8,6 +8,7 @@ so that the test is the same on a machine booted with systemd and on this contai
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -147,10 +148,14 @@ def test_removal_works_from_every_half_installed_state_and_keeps_the_users_own_f
     unit = roots["unit_without_systemd"] / "systemd" / "azure-imds-watcher.service"
     unit.write_text("[Unit]\nDescription=left by a run that failed\n")
     (roots["stale_pid_file"] / "run" / "watcher.pid").write_text("%d\n" % dead_pid())
-    # A first install whose copy stopped part-way: the program without the modules it imports.
+    # A first install whose copy stopped part-way: the program without the modules it imports (nor
+    # the __pycache__ a run of the program may have left beside them).
     for name in os.listdir(str(roots["partial_program"] / "lib")):
-        if name != "scheduled_events_watcher.py":
-            os.remove(str(roots["partial_program"] / "lib" / name))
+        path = str(roots["partial_program"] / "lib" / name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif name != "scheduled_events_watcher.py":
+            os.remove(path)
     # The user's own files in the configuration directory, beside the role's.
     users = roots["users_files"] / "etc"
     (users / "eda.token").write_text(TOKEN)
