@@ -120,6 +120,7 @@ OPTIONS = [
     Option("watcher role", "watcher_notify_outbox_max", kind="integer"),
     Option("watcher role", "watcher_handlers[0].timeout", named=r"watcher_handlers.*timeout|timeout.*watcher_handlers"),
     Option("watcher role", "watcher_imds_url", kind="url"),
+    Option("watcher role", "watcher_systemd_tasks_max", kind="integer"),
 ]
 
 
