@@ -49,7 +49,7 @@ from watcher_config import (DEFAULT_CONFIG_PATH, ConfigError, check_config, load
 from watcher_decisions import (Planner, approval_policy, check_record, describe, event_key,  # noqa: E402
                                 not_before_epoch)
 from watcher_handlers import PhaseRunner  # noqa: E402
-from watcher_state import StateError, StateLocked, StateStore  # noqa: E402
+from watcher_state import StateError, StateLocked, StateStore, open_private_log, replace_file  # noqa: E402
 
 PROGRAM = "azure-imds-watcher"
 CONFIG_ENV_VAR = "AZURE_IMDS_WATCHER_CONFIG"
@@ -884,10 +884,7 @@ def read_pid(pid_file):
 
 
 def write_pid(pid_file):
-    tmp = "%s.tmp-%d" % (pid_file, os.getpid())
-    with open(tmp, "w") as handle:
-        handle.write("%d\n" % os.getpid())
-    os.replace(tmp, pid_file)
+    replace_file(pid_file, ("%d\n" % os.getpid()).encode("ascii"), 0o644)
 
 
 def start_background(args, out):
@@ -906,7 +903,12 @@ def start_background(args, out):
     if not os.path.isdir(log_dir):
         out.write("error: the directory of --log-file %s does not exist; create it first\n" % args.log_file)
         return EXIT_USAGE
-    with open(args.log_file, "ab") as log_handle, open(os.devnull, "rb") as null:
+    try:
+        log_handle = open_private_log(args.log_file)
+    except OSError as exc:
+        out.write("error: cannot open --log-file %s: %s\n" % (args.log_file, exc.strerror or exc))
+        return EXIT_USAGE
+    with log_handle, open(os.devnull, "rb") as null:
         proc = subprocess.Popen(command, stdin=null, stdout=log_handle, stderr=subprocess.STDOUT,
                                 close_fds=True, start_new_session=True, cwd="/")
     deadline = time.monotonic() + args.timeout

@@ -178,6 +178,16 @@ def permission_problem(path, euid=None, executable=True):
         return problem
     if executable and not st.st_mode & stat.S_IXUSR:
         return "%s is not executable; fix with: chmod u+x %s" % (path, path)
+    return directories_problem(path, euid)
+
+
+def directories_problem(path, euid=None):
+    """Why someone other than root or the watcher's user could replace the file at path (which
+    need not exist), or None: every directory from / down to the one holding it, along the path as
+    written and along the path its symbolic links lead to, must be writable only by its owner
+    (sticky directories aside) and owned by root or the watcher's user. Handlers (above) and every
+    file the watcher writes (watcher_state.replace_file) are held to it."""
+    euid = os.geteuid() if euid is None else euid
     seen = set()
     for candidate in (os.path.abspath(path), os.path.realpath(path)):
         for directory in _ancestors(candidate):

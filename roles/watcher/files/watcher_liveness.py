@@ -399,7 +399,11 @@ class Telemetry(object):
             if not self._broken.get(what):
                 self._broken[what] = True
                 hint = ""
-                if not os.path.isdir(os.path.dirname(path)):
+                if getattr(exc, "errno", None) == errno.EROFS:
+                    hint = (" (the directory is read-only to the watcher: under its systemd unit's ProtectSystem=strict, a "
+                            "directory made after the watcher started stays read-only until it restarts; restart the "
+                            "watcher: systemctl restart azure-imds-watcher, or the unit watcher_service_name names)")
+                elif not os.path.isdir(os.path.dirname(path)):
                     hint = " (its directory does not exist: create it%s)" % (
                         ", or install node_exporter's textfile collector" if what == "metrics textfile" else "")
                 self.log("warning", "publish_failed", "cannot write the %s %s: %s%s; the watcher goes on and "

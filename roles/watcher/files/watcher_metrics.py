@@ -8,10 +8,12 @@ Standard library only: the daemon runs on VMs that have nothing but Python 3. Th
 labels are a contract with the dashboards and alerts (docs/docsite/rst/watcher.rst, "Metrics").
 """
 
-import http.server
+import collections
 import math
-import socketserver
+import selectors
+import socket
 import threading
+import time
 
 from watcher_state import replace_file
 
@@ -285,35 +287,174 @@ def write_textfile(metrics, path):
     replace_file(path, metrics.render().encode("utf-8"), 0o644)
 
 
-class _MetricsHandler(http.server.BaseHTTPRequestHandler):
-    metrics = None
+# The /metrics port: one thread, whatever the number of connections (a thread per connection let
+# 500 idle ones make 502 threads). It keeps at most MAX_CONNECTIONS open, closing the one quiet
+# longest to take a new one, and closes a connection that has sent no whole request within
+# CONNECTION_TIMEOUT seconds or a request head longer than REQUEST_HEAD_LIMIT bytes: idle or slow
+# clients cost a file descriptor each for a while, never a thread, and never keep a scrape waiting.
+MAX_CONNECTIONS = 32
+CONNECTION_TIMEOUT = 10.0
+REQUEST_HEAD_LIMIT = 8192
 
-    def do_GET(self):  # noqa: N802 (http.server's name)  pylint: disable=invalid-name
-        if self.path.split("?", 1)[0] != "/metrics":
-            self.send_error(404, "only /metrics is served")
+
+class _Connection(object):
+    __slots__ = ("sock", "received", "answer", "last_active")
+
+    def __init__(self, sock, now):
+        self.sock = sock
+        self.received = b""
+        self.answer = None
+        self.last_active = now
+
+
+def _answer(metrics, head):
+    """The whole HTTP answer (the connection closes after it) to a request head."""
+    words = head.split(b"\r\n", 1)[0].split(b"\n", 1)[0].split()
+    if len(words) != 3 or not words[2].startswith(b"HTTP/"):
+        return _response(400, b"bad request line\n")
+    method, target = words[0], words[1].split(b"?", 1)[0]
+    if method not in (b"GET", b"HEAD"):
+        return _response(405, b"only GET is served\n", ("Allow: GET, HEAD",))
+    if target != b"/metrics":
+        return _response(404, b"only /metrics is served\n")
+    body = metrics.render().encode("utf-8")
+    return _response(200, body, content_type=CONTENT_TYPE, head_only=method == b"HEAD")
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            431: "Request Header Fields Too Large"}
+
+
+def _response(status, body, extra=(), content_type="text/plain; charset=utf-8", head_only=False):
+    lines = ["HTTP/1.1 %d %s" % (status, _REASONS[status]), "Content-Type: " + content_type,
+             "Content-Length: %d" % len(body), "Connection: close"] + list(extra)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + (b"" if head_only else body)
+
+
+class MetricsServer(object):
+    """/metrics on 127.0.0.1:port, served by one thread through a selector: it reads requests and
+    writes answers without ever blocking on a client. server_address holds the port (0 has the
+    kernel choose one); shutdown() then server_close() as socketserver's."""
+
+    def __init__(self, metrics, port, clock=time.monotonic):
+        self._metrics = metrics
+        self._clock = clock
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._listener.bind(("127.0.0.1", port))
+            # A burst of connections waits in the kernel for the next accept, not in SYN retries.
+            self._listener.listen(512)
+            self._listener.setblocking(False)
+        except OSError:
+            self._listener.close()
+            raise
+        self.server_address = self._listener.getsockname()
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, "accept")
+        self._selector.register(self._wake_read, selectors.EVENT_READ, "wake")
+        self._connections = collections.OrderedDict()      # socket -> _Connection, quiet longest first
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="metrics-http")
+        self._thread.daemon = True
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def shutdown(self):
+        self._stopping = True
+        try:
+            self._wake_write.send(b"x")
+        except OSError:
+            pass
+        self._thread.join(CONNECTION_TIMEOUT)
+
+    def server_close(self):
+        for connection in list(self._connections.values()):
+            self._close(connection)
+        for sock in (self._listener, self._wake_read, self._wake_write):
+            sock.close()
+        self._selector.close()
+
+    def _serve(self):
+        while not self._stopping:
+            now = self._clock()
+            wait = CONNECTION_TIMEOUT
+            if self._connections:
+                oldest = next(iter(self._connections.values()))
+                wait = max(0.0, oldest.last_active + CONNECTION_TIMEOUT - now)
+            for key, mask in self._selector.select(wait):
+                if key.data == "accept":
+                    self._accept()
+                elif key.data != "wake":
+                    self._serve_one(key.data, mask)
+            deadline = self._clock() - CONNECTION_TIMEOUT
+            for connection in [c for c in self._connections.values() if c.last_active <= deadline]:
+                self._close(connection)
+
+    def _accept(self):
+        while True:
+            try:
+                sock, _address = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:          # out of file descriptors, a connection reset before accept
+                return
+            if len(self._connections) >= MAX_CONNECTIONS:
+                self._close(next(iter(self._connections.values())))
+            sock.setblocking(False)
+            connection = _Connection(sock, self._clock())
+            self._connections[sock] = connection
+            self._selector.register(sock, selectors.EVENT_READ, connection)
+
+    def _serve_one(self, connection, mask):
+        try:
+            if connection.answer is None and mask & selectors.EVENT_READ:
+                data = connection.sock.recv(4096)
+                if not data:
+                    self._close(connection)
+                    return
+                connection.received += data
+                self._touch(connection)
+                end = connection.received.find(b"\r\n\r\n")
+                if end < 0:
+                    end = connection.received.find(b"\n\n")
+                if end < 0 and len(connection.received) <= REQUEST_HEAD_LIMIT:
+                    return
+                if end < 0 or end > REQUEST_HEAD_LIMIT:
+                    connection.answer = _response(431, b"request head too long\n")
+                else:
+                    connection.answer = _answer(self._metrics, connection.received[:end])
+                self._selector.modify(connection.sock, selectors.EVENT_WRITE, connection)
+            elif connection.answer is not None and mask & selectors.EVENT_WRITE:
+                sent = connection.sock.send(connection.answer)
+                connection.answer = connection.answer[sent:]
+                self._touch(connection)
+                if not connection.answer:
+                    self._close(connection)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except Exception:  # pylint: disable=broad-except
+            # A client that went away, or anything else: that connection ends, the port goes on.
+            self._close(connection)
+
+    def _touch(self, connection):
+        connection.last_active = self._clock()
+        self._connections.move_to_end(connection.sock)
+
+    def _close(self, connection):
+        if self._connections.pop(connection.sock, None) is None:
             return
-        body = self.metrics.render().encode("utf-8")
-        self.send_response(200)
-        self.send_header("Content-Type", CONTENT_TYPE)
-        self.send_header("Content-Length", "%d" % len(body))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):  # pylint: disable=arguments-differ
-        """Scrapes are not the daemon's news: nothing goes to its log."""
-
-
-class _ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    """A slow scraper does not hold up the next one (http.server's own is Python 3.7+)."""
-    daemon_threads = True
+        try:
+            self._selector.unregister(connection.sock)
+        except (KeyError, ValueError):
+            pass
+        connection.sock.close()
 
 
 def serve(metrics, port):
     """Serve /metrics on 127.0.0.1:port from a daemon thread. Returns the server (its
     server_address holds the port, which 0 would have the kernel choose). Raises OSError."""
-    handler = type("MetricsHandler", (_MetricsHandler,), {"metrics": metrics})
-    server = _ThreadingServer(("127.0.0.1", port), handler)
-    thread = threading.Thread(target=server.serve_forever, name="metrics-http")
-    thread.daemon = True
-    thread.start()
-    return server
+    return MetricsServer(metrics, port).start()

@@ -133,6 +133,7 @@ OPTIONS = [
     Option("eda source", "max_pending_events", kind="integer"),
     Option("watcher config", "handler_environment", kind="nesting",
            named=r"nests arrays and objects more than \d+ deep"),
+    Option("watcher role", "watcher_systemd_tasks_max", kind="integer"),
 ]
 
 

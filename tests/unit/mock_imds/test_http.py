@@ -106,3 +106,16 @@ def test_stop_closes_idle_keep_alive_connections(start):
     mock.stop()
     client.conn.sock.settimeout(2)
     assert client.conn.sock.recv(1) == b""
+
+
+def test_a_request_line_too_long_is_414_not_a_traceback(start, capfd):
+    """Issue 22 item 11: a 70 KB request line used to end in an AttributeError traceback and a
+    dropped connection. It is answered 414, and the mock goes on serving."""
+    logged = []
+    mock, client = start(log=logged.append)
+    data = raw_exchange(mock, b"GET /" + b"a" * 70 * 1024 + b" HTTP/1.1\r\nMetadata: true\r\n\r\n")
+    assert data != "reset" and data.startswith(b"HTTP/1.1 414 "), data[:200]
+    assert b"Connection: close" in head_of(data)
+    assert client.get(SE).status == 200
+    assert "Traceback" not in capfd.readouterr().err
+    assert any(" 414 " in line for line in logged), logged

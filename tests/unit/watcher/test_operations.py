@@ -484,3 +484,23 @@ def test_mock_version(tmp_path):
     assert version_of([sys.executable, str(copy / "mock_imds"), "--version"]) == "mock_imds unknown"
     (tmp_path / "galaxy.yml").write_text("namespace: x\nname: y\nversion: '3.4.5'  # released\n")
     assert version_of([sys.executable, "-m", "mock_imds", "--version"], cwd=str(copy)) == "mock_imds 3.4.5"
+
+
+def test_a_textfile_directory_read_only_to_the_watcher_names_the_restart(tmp_path, mock):
+    """Under the unit's ProtectSystem=strict a textfile directory made after the watcher started is
+    read-only to it (a read-only mount here): the warning says so and names the restart."""
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(read_only)], check=True)
+    try:
+        (read_only / "textfile_collector").mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(read_only)], check=True)
+        vm = Vm(tmp_path, mock, metrics_textfile=str(read_only / "textfile_collector" / "w.prom"))
+        eid = vm.event(event_type="Reboot", resources=["web_0"])
+        out = vm.once()
+    finally:
+        subprocess.run(["umount", str(read_only)], check=True)
+    assert "cannot write the metrics textfile" in out and "Read-only file system" in out
+    assert "restart the watcher: systemctl restart azure-imds-watcher" in out
+    assert "Traceback" not in out
+    assert vm.lines() == ["drain %s Reboot" % eid] and len(vm.approvals()) == 1

@@ -65,7 +65,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.raw_requestline = self.rfile.readline(65537)
             if len(self.raw_requestline) > 65536:
-                self.send_error(414)
+                self._refuse_long_request_line()
                 return
             if not self.raw_requestline:
                 self.close_connection = True
@@ -75,6 +75,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._dispatch()
         except (socket.timeout, ConnectionError, OSError):
             self.close_connection = True
+
+    def _refuse_long_request_line(self):
+        """414, then the connection closes. send_error logs the request line and looks at the method
+        and version, which no parse has set yet; the rest of the line is read (up to a bound) so that
+        closing with unread bytes does not reset the connection before the client has the answer."""
+        self.command, self.request_version = None, "HTTP/1.0"
+        self.requestline = "%s..." % self.raw_requestline[:64].decode("iso-8859-1")
+        self.close_connection = True
+        self.send_error(414, "Request line longer than 65536 bytes")
+        for _chunk in range(16):
+            if self.rfile.readline(65537).endswith(b"\n"):
+                break
 
     def parse_request(self):
         """Replaces BaseHTTPRequestHandler.parse_request, whose email-based header parser costs
