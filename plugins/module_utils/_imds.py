@@ -610,6 +610,22 @@ _JSON_TOKEN_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 _SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
 
 
+def json_nesting_exceeds(text, limit):
+    """True if the JSON text opens more than limit arrays and objects inside each other. Counted
+    on the text, brackets inside strings left out, so nothing recurses whatever the depth (the
+    watcher's configuration edge asks this before json.loads)."""
+    depth = 0
+    for match in _JSON_TOKEN_RE.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in ("]", "}"):
+            depth -= 1
+    return False
+
+
 def _cut_nesting(text, limit):
     """text with each array or object that opens deeper than limit levels replaced by null.
 

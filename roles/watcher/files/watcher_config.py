@@ -390,22 +390,6 @@ def check_metrics_textfile(path):
 # far deeper is a mistake, and Python's json (then every walk over the document) would stop at its
 # recursion limit with a RecursionError instead of a configuration error.
 MAX_CONFIG_DEPTH = 32
-_JSON_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
-_JSON_BRACKET_RE = re.compile(r"[\[\]{}]")
-
-
-def json_nesting_exceeds(text, limit):
-    """True if the JSON text opens more than limit arrays and objects inside each other. Counted
-    on the text, brackets inside strings left out, so nothing recurses whatever the depth."""
-    depth = 0
-    for match in _JSON_BRACKET_RE.finditer(_JSON_STRING_RE.sub('""', text)):
-        if match.group(0) in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        else:
-            depth -= 1
-    return False
 
 
 class _JsonConstant(object):
@@ -440,7 +424,7 @@ def load_config(path):
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError("cannot read the configuration %s (%s). Give an existing file with --config, or "
                           "install it with the azure_imds.scheduled_events.watcher role." % (path, exc))
-    if json_nesting_exceeds(text, MAX_CONFIG_DEPTH):
+    if _imds.json_nesting_exceeds(text, MAX_CONFIG_DEPTH):
         raise ConfigError("the configuration %s nests arrays and objects more than %d deep; a valid one nests at "
                           "most 5 (approval.rules[].event_types). Check the file against the watcher's reference."
                           % (path, MAX_CONFIG_DEPTH))
