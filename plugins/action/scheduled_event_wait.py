@@ -20,7 +20,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _options
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _options
 from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils import _wait_state
 
 display = Display()
@@ -67,29 +67,29 @@ def check_options(args, raw):
                                                         args["progress_interval"])
     warnings = _options.check_filters(args)
     if args["imds_url"] is not None:
-        _imds.check_base_url(args["imds_url"])
+        _edge.check_base_url(args["imds_url"])
     return warnings
 
 
 def progress_range_text():
     """How the documentation states the range of progress_interval (a unit test compares)."""
     return "V(0) turns the lines off; otherwise a number of seconds from %s to %s." % (
-        _imds.format_number(MIN_PROGRESS_INTERVAL), _imds.format_number(_imds.MAX_TIMEOUT))
+        _edge.format_number(MIN_PROGRESS_INTERVAL), _edge.format_number(_defaults.MAX_TIMEOUT))
 
 
 def check_progress_interval(given, converted):
     """progress_interval as a float: 0, or seconds within range. given is the value before Ansible's
     conversion, which reads true as 1.0 and a full-width digit as a digit."""
     message = "progress_interval must be 0 (no progress lines) or a number of seconds from %s to %s, got %s." % (
-        _imds.format_number(MIN_PROGRESS_INTERVAL), _imds.format_number(_imds.MAX_TIMEOUT), _short(given))
+        _edge.format_number(MIN_PROGRESS_INTERVAL), _edge.format_number(_defaults.MAX_TIMEOUT), _short(given))
     if isinstance(given, bool) or (isinstance(given, str) and not given.isascii()):
-        raise _imds.ImdsInputError(message)
+        raise _edge.ImdsInputError(message)
     try:
-        value = _imds.check_number(converted, "progress_interval", 0.0, _imds.MAX_TIMEOUT)
-    except _imds.ImdsInputError:
-        raise _imds.ImdsInputError(message)
+        value = _edge.check_number(converted, "progress_interval", 0.0, _defaults.MAX_TIMEOUT)
+    except _edge.ImdsInputError:
+        raise _edge.ImdsInputError(message)
     if 0 < value < MIN_PROGRESS_INTERVAL:
-        raise _imds.ImdsInputError(message)
+        raise _edge.ImdsInputError(message)
     return value
 
 
@@ -144,7 +144,7 @@ class ActionModule(ActionBase):
                 condition = _wait_state.Condition(args["condition"])
             goal = _wait_state.Goal(state=args["state"], condition=condition,
                                     since_incarnation=args["since_incarnation"])
-        except (_imds.ImdsInputError, _wait_state.WaitInputError) as exc:
+        except (_edge.ImdsInputError, _wait_state.WaitInputError) as exc:
             raise AnsibleActionFail(to_text(exc))
 
         waiter = _wait_state.Waiter(

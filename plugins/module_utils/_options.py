@@ -11,16 +11,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _event, _imds
 
 
 def imds_argument_spec():
     """Options of plugins/doc_fragments/imds.py DOCUMENTATION."""
     return dict(
         imds_url=dict(type="str"),
-        api_version=dict(type="str", default=_imds.DEFAULT_API_VERSION, choices=list(_imds.API_VERSIONS)),
-        request_timeout=dict(type="float", default=_imds.DEFAULT_REQUEST_TIMEOUT),
-        retry_timeout=dict(type="float", default=_imds.DEFAULT_RETRY_TIMEOUT),
+        api_version=dict(type="str", default=_defaults.DEFAULT_API_VERSION, choices=list(_defaults.API_VERSIONS)),
+        request_timeout=dict(type="float", default=_defaults.DEFAULT_REQUEST_TIMEOUT),
+        retry_timeout=dict(type="float", default=_defaults.DEFAULT_RETRY_TIMEOUT),
         resource_name=dict(type="str"),
     )
 
@@ -30,8 +30,8 @@ def filter_argument_spec():
     return dict(
         event_ids=dict(type="list", elements="str"),
         event_types=dict(type="list", elements="str"),
-        event_statuses=dict(type="list", elements="str", choices=list(_imds.EVENT_STATUSES)),
-        event_sources=dict(type="list", elements="str", choices=list(_imds.EVENT_SOURCES)),
+        event_statuses=dict(type="list", elements="str", choices=list(_defaults.EVENT_STATUSES)),
+        event_sources=dict(type="list", elements="str", choices=list(_defaults.EVENT_SOURCES)),
     )
 
 
@@ -41,15 +41,15 @@ FILTER_NAMES = tuple(filter_argument_spec())
 # The range of every numeric option of the modules and of scheduled_event_wait: (minimum, maximum,
 # whole number?). The documentation states each range; a unit test keeps the two equal.
 NUMBER_RANGES = {
-    "request_timeout": (_imds.MIN_REQUEST_TIMEOUT, _imds.MAX_TIMEOUT, False),
-    "retry_timeout": (0.0, _imds.MAX_TIMEOUT, False),
-    "max_wait": (0.0, _imds.MAX_TIMEOUT, False),
-    "poll_interval": (_imds.MIN_POLL_INTERVAL, _imds.MAX_TIMEOUT, False),
-    "changed_since": (0, _imds.MAX_INCARNATION, True),
-    "timeout": (0.0, _imds.MAX_TIMEOUT, False),
-    "delay": (0.0, _imds.MAX_TIMEOUT, False),
-    "sleep": (_imds.MIN_POLL_INTERVAL, _imds.MAX_TIMEOUT, False),
-    "since_incarnation": (0, _imds.MAX_INCARNATION, True),
+    "request_timeout": (_defaults.MIN_REQUEST_TIMEOUT, _defaults.MAX_TIMEOUT, False),
+    "retry_timeout": (0.0, _defaults.MAX_TIMEOUT, False),
+    "max_wait": (0.0, _defaults.MAX_TIMEOUT, False),
+    "poll_interval": (_defaults.MIN_POLL_INTERVAL, _defaults.MAX_TIMEOUT, False),
+    "changed_since": (0, _defaults.MAX_INCARNATION, True),
+    "timeout": (0.0, _defaults.MAX_TIMEOUT, False),
+    "delay": (0.0, _defaults.MAX_TIMEOUT, False),
+    "sleep": (_defaults.MIN_POLL_INTERVAL, _defaults.MAX_TIMEOUT, False),
+    "since_incarnation": (0, _defaults.MAX_INCARNATION, True),
 }
 
 
@@ -65,21 +65,17 @@ def check_numbers(params, raw=None):
             continue
         given = raw.get(name, params[name])
         unit = None if integer else "seconds"
-        if isinstance(given, bool) or (isinstance(given, str) and not _plain_number_text(given)):
-            _imds.check_number(given, name, minimum, maximum, integer=integer, unit=unit)
-        params[name] = _imds.check_number(_number_from_text(params[name]), name, minimum, maximum,
+        if isinstance(given, bool) or (isinstance(given, str) and not _edge.is_number_text(given)):
+            _edge.check_number(given, name, minimum, maximum, integer=integer, unit=unit)
+        params[name] = _edge.check_number(_number_from_text(params[name]), name, minimum, maximum,
                                           integer=integer, allow_none=True, unit=unit)
-
-
-def _plain_number_text(text):
-    return all(c in "0123456789+-.eE_ " for c in text)
 
 
 def _number_from_text(value):
     """The number an option declared raw (so that Ansible's int conversion cannot fail on infinity
     without naming it) was given as ASCII text, such as a templated "{{ incarnation }}"; anything
     else unchanged, for check_number to judge."""
-    if not isinstance(value, str) or not value.strip() or not _plain_number_text(value):
+    if not isinstance(value, str) or not value.strip() or not _edge.is_number_text(value):
         return value
     for convert in (int, float):
         try:
@@ -93,31 +89,31 @@ def range_text(name):
     """How the documentation states the range of a numeric option (a unit test compares)."""
     minimum, maximum, integer = NUMBER_RANGES[name]
     return "A %s from %s to %s." % ("whole number" if integer else "number of seconds",
-                                    _imds.format_number(minimum), _imds.format_number(maximum))
+                                    _edge.format_number(minimum), _edge.format_number(maximum))
 
 
 def check_filters(params):
-    """Validate filter values. Returns warnings; raises _imds.ImdsInputError on bad values."""
+    """Validate filter values. Returns warnings; raises _edge.ImdsInputError on bad values."""
     warnings = []
     for name in FILTER_NAMES:
         value = params.get(name)
         if value is not None and len(value) == 0:
-            raise _imds.ImdsInputError(
+            raise _edge.ImdsInputError(
                 "%s is an empty list, which would match no event. Leave %s out to not filter on it."
                 % (name, name))
     if params.get("event_ids") is not None:
-        _imds.validate_event_ids(params["event_ids"])
+        _event.validate_event_ids(params["event_ids"])
     for event_type in params.get("event_types") or []:
-        if event_type not in _imds.KNOWN_EVENT_TYPES:
+        if event_type not in _defaults.KNOWN_EVENT_TYPES:
             warnings.append(
                 "event_types: %r is not a Scheduled Events type this collection knows (%s); it is kept "
                 "in the filter since Azure may add types. Check its spelling (types are case-sensitive)."
-                % (event_type, ", ".join(_imds.KNOWN_EVENT_TYPES)))
+                % (event_type, ", ".join(_defaults.KNOWN_EVENT_TYPES)))
     return warnings
 
 
 def filter_kwargs(params):
-    """The filter options as keyword arguments of _imds.select_events()."""
+    """The filter options as keyword arguments of _event.select_events()."""
     return dict((name, params.get(name)) for name in FILTER_NAMES)
 
 

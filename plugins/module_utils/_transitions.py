@@ -37,6 +37,9 @@ __metaclass__ = type
 
 import copy
 
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._defaults import MAX_INCARNATION
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._edge import is_int
+
 # An event is taken as gone when a document with a higher DocumentIncarnation lacks it, or when
 # this many documents in a row lack it.
 GONE_AFTER_MISSING_POLLS = 2
@@ -46,12 +49,7 @@ STARTED = "Started"
 # Bounded so that a long-running source never grows without end.
 REMEMBER_GONE_EVENTS = 1024
 MAX_MISSING_POLLS = 1000
-MAX_INCARNATION = 2 ** 63 - 1
 SNAPSHOT_VERSION = 1
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def event_key(event_id):
@@ -72,7 +70,7 @@ def _document_parts(document):
     else:
         incarnation = getattr(document, "incarnation", None)
         events = getattr(document, "events", None)
-    if incarnation is not None and not (_is_int(incarnation) and 0 <= incarnation <= MAX_INCARNATION):
+    if incarnation is not None and not (is_int(incarnation) and 0 <= incarnation <= MAX_INCARNATION):
         raise ValueError("document_incarnation must be a whole number from 0 to %d or null, got %r"
                          % (MAX_INCARNATION, incarnation))
     if not isinstance(events, list):
@@ -100,7 +98,7 @@ class TransitionTracker(object):
             raise ValueError("resource_name must be a string or null, got %r" % (resource_name,))
         if not isinstance(emit_existing, bool):
             raise ValueError("emit_existing must be true or false, got %r" % (emit_existing,))
-        if not (_is_int(gone_after_missing_polls) and 1 <= gone_after_missing_polls <= MAX_MISSING_POLLS):
+        if not (is_int(gone_after_missing_polls) and 1 <= gone_after_missing_polls <= MAX_MISSING_POLLS):
             raise ValueError("gone_after_missing_polls must be a whole number from 1 to %d, got %r"
                              % (MAX_MISSING_POLLS, gone_after_missing_polls))
         self.resource_name = resource_name
@@ -216,7 +214,7 @@ class TransitionTracker(object):
         kwargs.setdefault("resource_name", data.get("resource_name"))
         tracker = cls(**kwargs)
         seen = data.get("documents_seen")
-        if not (_is_int(seen) and seen >= 0):
+        if not (is_int(seen) and seen >= 0):
             raise ValueError("documents_seen: %r is not a whole number of 0 or more" % (seen,))
         records = data.get("records")
         if not isinstance(records, dict):
@@ -256,9 +254,9 @@ def _record_problem(key, record):
         if not isinstance(record[field], bool):
             return "%s %r is not true or false" % (field, record[field])
     seen = record["seen_incarnation"]
-    if seen is not None and not (_is_int(seen) and 0 <= seen <= MAX_INCARNATION):
+    if seen is not None and not (is_int(seen) and 0 <= seen <= MAX_INCARNATION):
         return "seen_incarnation %r is not a whole number from 0 to %d or null" % (seen, MAX_INCARNATION)
     missing_polls = record["missing_polls"]
-    if not (_is_int(missing_polls) and missing_polls >= 0):
+    if not (is_int(missing_polls) and missing_polls >= 0):
         return "missing_polls %r is not a whole number of 0 or more" % (missing_polls,)
     return None

@@ -201,7 +201,7 @@ resource_name:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _events, _imds, _options
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _event, _module_runner, _options
 
 
 def argument_spec():
@@ -226,7 +226,7 @@ class Plan:
         #: Warnings for selected events that are never approved because their EventId could not be read.
         self.unapprovable = []
         for event in events:
-            if not _imds.is_event_id(event["event_id"]):
+            if not _event.is_event_id(event["event_id"]):
                 # Without its own EventId an approval would start nothing or, worse, another event.
                 problem = ("could not be read" if event["event_id"] is None
                            else "%r is not a GUID" % (event["event_id"],))
@@ -240,7 +240,7 @@ class Plan:
                 self.already_started.append(event["event_id"])
             elif event["event_status"] != "Scheduled":
                 continue
-            elif leader_only and not _imds.is_leader(event, name):
+            elif leader_only and not _event.is_leader(event, name):
                 self.not_leader.append(event["event_id"])
             else:
                 self.approve.append(event["event_id"])
@@ -255,9 +255,9 @@ def needs_name(params):
 
 def approve(module, client, runtime):
     params = module.params
-    name = _events.resource_name(module, client, needed_by=needs_name(params))
+    name = _module_runner.resource_name(module, client, needed_by=needs_name(params))
     scheduled = client.get_scheduled_events()
-    _events.report_unreadable(module, scheduled)
+    _module_runner.report_unreadable(module, scheduled)
     wanted = params["event_ids"] or []
     missing = [event_id for event_id in wanted if scheduled.find(event_id) is None]
     if missing and params["fail_on_missing"]:
@@ -266,12 +266,12 @@ def approve(module, client, runtime):
                 "or finished; nothing was approved. Read current ids with scheduled_event_info, or set "
                 "fail_on_missing to false." % (scheduled.incarnation, ", ".join(missing)),
             missing=missing, document_incarnation=scheduled.incarnation)
-    selected = _imds.select_events(scheduled.events, resource_name=name, this_host_only=params["this_host_only"],
+    selected = _event.select_events(scheduled.events, resource_name=name, this_host_only=params["this_host_only"],
                                    **_options.filter_kwargs(params))
     not_this_host = []
     if params["this_host_only"]:
         not_this_host = [event_id for event_id in wanted
-                         if scheduled.find(event_id) is not None and not _imds.affects(scheduled.find(event_id), name)]
+                         if scheduled.find(event_id) is not None and not _event.affects(scheduled.find(event_id), name)]
     plan = Plan(selected, name, params["leader_only"])
     for warning in plan.unapprovable:
         module.warn(warning)
@@ -284,7 +284,7 @@ def approve(module, client, runtime):
         missing=missing,
         not_leader=plan.not_leader,
         not_this_host=not_this_host,
-        events=_events.annotated(plan.events, name, runtime),
+        events=_module_runner.annotated(plan.events, name, runtime),
         document_incarnation=scheduled.incarnation,
         resource_name=name,
     )
@@ -292,7 +292,7 @@ def approve(module, client, runtime):
 
 def main(runtime=None):
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    _events.run(module, approve, runtime)
+    _module_runner.run(module, approve, runtime)
 
 
 if __name__ == "__main__":

@@ -266,10 +266,9 @@ polls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _events, _imds, _options
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _event, _imds, _module_runner, _options
 
 # Microsoft suggests polling once a second.
-DEFAULT_POLL_INTERVAL = 1.0
 
 
 def argument_spec():
@@ -279,7 +278,7 @@ def argument_spec():
         this_host_only=dict(type="bool", default=False),
         changed_since=dict(type="raw"),
         max_wait=dict(type="float", default=0.0),
-        poll_interval=dict(type="float", default=DEFAULT_POLL_INTERVAL),
+        poll_interval=dict(type="float", default=_defaults.DEFAULT_POLL_INTERVAL),
     )
     return spec
 
@@ -287,7 +286,7 @@ def argument_spec():
 def check_watch_options(params):
     # The ranges of the numbers were checked where they entered (_options.check_numbers).
     if params["max_wait"] > 0 and params["changed_since"] is None:
-        raise _imds.ImdsInputError(
+        raise _edge.ImdsInputError(
             "max_wait waits for the document to change from changed_since, which is not set. Set changed_since to "
             "the document_incarnation of an earlier read, or leave max_wait out to read once.")
 
@@ -295,20 +294,20 @@ def check_watch_options(params):
 def read(module, client, runtime):
     params = module.params
     check_watch_options(params)
-    name = _events.resource_name(module, client, needed_by="this_host_only" if params["this_host_only"] else None)
+    name = _module_runner.resource_name(module, client, needed_by="this_host_only" if params["this_host_only"] else None)
     if params["changed_since"] is not None and params["max_wait"] > 0:
         watch = _imds.watch_document(client, params["changed_since"], params["max_wait"], params["poll_interval"],
                                      clock=runtime.clock, sleep=runtime.sleep)
         scheduled, watched, polls = watch.events, watch.watched, watch.polls
     else:
         scheduled, watched, polls = client.get_scheduled_events(), 0.0, 1
-    _events.report_unreadable(module, scheduled)
-    selected = _imds.select_events(scheduled.events, resource_name=name, this_host_only=params["this_host_only"],
+    _module_runner.report_unreadable(module, scheduled)
+    selected = _event.select_events(scheduled.events, resource_name=name, this_host_only=params["this_host_only"],
                                    **_options.filter_kwargs(params))
     module.exit_json(
         changed=False,
         document_incarnation=scheduled.incarnation,
-        events=_events.annotated(selected, name, runtime),
+        events=_module_runner.annotated(selected, name, runtime),
         document=scheduled.document,
         resource_name=name,
         api_version=client.api_version,
@@ -319,7 +318,7 @@ def read(module, client, runtime):
 
 def main(runtime=None):
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    _events.run(module, read, runtime)
+    _module_runner.run(module, read, runtime)
 
 
 if __name__ == "__main__":

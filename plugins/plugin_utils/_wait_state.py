@@ -16,7 +16,7 @@ __metaclass__ = type
 import math
 import time
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _event
 
 try:
     import jmespath
@@ -155,7 +155,7 @@ class Goal:
         if self.state == "completed":
             # Compare against every event of the document, not only the matching ones: an event that
             # merely changed status (Scheduled to Started) has not completed.
-            remaining = _imds.ScheduledEvents(snapshot.document)
+            remaining = _event.ScheduledEvents(snapshot.document)
             return all(remaining.find(event_id) is None for event_id in self.baseline_event_ids)
         return snapshot.incarnation != self.baseline_incarnation
 
@@ -239,7 +239,7 @@ class Waiter:
     """
 
     def __init__(self, goal, run_module, module_args, timeout, delay=0.0, sleep=1.0,
-                 request_timeout=_imds.DEFAULT_REQUEST_TIMEOUT, retry_timeout=_imds.DEFAULT_RETRY_TIMEOUT,
+                 request_timeout=_defaults.DEFAULT_REQUEST_TIMEOUT, retry_timeout=_defaults.DEFAULT_RETRY_TIMEOUT,
                  chunk=CHUNK_SECONDS, reset_connection=None, clock=None, sleep_fn=None, log=None,
                  progress_interval=0.0, progress=None):
         self.goal = goal
@@ -266,7 +266,7 @@ class Waiter:
             args["resource_name"] = resource_name
         left = max(0.0, time_left)
         # The one deadline of the wait, crossing to the host as the module's own limits.
-        args["request_timeout"] = max(_imds.MIN_REQUEST_TIMEOUT, min(self.request_timeout, left))
+        args["request_timeout"] = max(_defaults.MIN_REQUEST_TIMEOUT, min(self.request_timeout, left))
         args["retry_timeout"] = min(self.retry_timeout, left)
         if snapshot is not None:
             args["changed_since"] = snapshot.incarnation
@@ -299,7 +299,7 @@ class Waiter:
         outcome = self.outcome = Outcome()
         start = self._clock()
         self.progress.start()
-        deadline = _imds.Deadline(self.timeout, self._clock, name="timeout")
+        deadline = _edge.Deadline(self.timeout, self._clock, name="timeout")
         resource_name = None
         if self.delay > 0:
             self._pause(min(self.delay, deadline.remaining()))

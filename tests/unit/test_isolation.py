@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _imds
 
 from .plugins.module_utils.fakes import FakeClock
 
@@ -46,5 +46,5 @@ def test_the_client_with_its_default_url_fails_as_not_an_azure_vm():
     clock = FakeClock()
     client = _imds.ImdsClient(environ={}, clock=clock, sleep=clock.sleep)
     assert client.base_url == "http://169.254.169.254"
-    with pytest.raises(_imds.ImdsUnavailableError, match="is this an Azure VM"):
+    with pytest.raises(_edge.ImdsUnavailableError, match="is this an Azure VM"):
         client.get_scheduled_events()

@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _transitions
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _event, _imds, _transitions
 from mock_imds_helpers import start_mock  # pylint: disable=import-error
 
 from .awx_standin import AwxStandIn
@@ -134,7 +134,7 @@ class Observer(object):
 
     def notifications(self):
         document = self.client.get_scheduled_events()
-        events = _imds.annotate_events(document.events, self.name)
+        events = _event.annotate_events(document.events, self.name)
         transitions = self.tracker.observe({"incarnation": document.incarnation, "events": events})
         bodies = [watcher_notify().body_of(t, self.name, "0.1.0", time.time()) for t in transitions]
         self.sent.extend(bodies)

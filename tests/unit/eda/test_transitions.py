@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _transitions
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _event, _transitions
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._transitions import (
     GONE_AFTER_MISSING_POLLS, TRANSITIONS, TransitionTracker)
 
@@ -150,7 +150,7 @@ def test_a_stable_order_document_order_first_then_gone_events_by_event_id():
 
 
 def test_the_client_s_document_object_is_read_as_well():
-    scheduled = _imds.ScheduledEvents({"DocumentIncarnation": 7, "Events": [{
+    scheduled = _event.ScheduledEvents({"DocumentIncarnation": 7, "Events": [{
         "EventId": A, "EventType": "Freeze", "ResourceType": "VirtualMachine", "Resources": ["web_1"],
         "EventStatus": "Scheduled", "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT", "Description": "",
         "EventSource": "Platform", "DurationInSeconds": 9}]})

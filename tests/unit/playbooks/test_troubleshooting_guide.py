@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """docs/docsite/rst/troubleshooting.rst quotes the client's error messages word for word.
 
-Each case below makes plugins/module_utils/_imds.py (and _events.py) fail the way the guide
+Each case below makes plugins/module_utils/_imds.py (and _module_runner.py) fail the way the guide
 describes, with the scripted transport and fake clock of the client's unit tests, and the guide
 must contain the exact text. A message changed in the code fails here until the guide follows.
 """
@@ -13,7 +13,7 @@ import socket
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _events, _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _imds, _module_runner
 
 from ..plugins.module_utils.fakes import FakeClock, ScriptedTransport, answer, fail
 
@@ -30,13 +30,13 @@ def client_for(steps, **kwargs):
 
 
 def error_of(call):
-    with pytest.raises((_imds.ImdsError, _imds.ImdsInputError)) as caught:
+    with pytest.raises((_edge.ImdsError, _edge.ImdsInputError)) as caught:
         call()
     return str(caught.value)
 
 
 class NameModule:
-    """Just enough of AnsibleModule for _events.resource_name()."""
+    """Just enough of AnsibleModule for _module_runner.resource_name()."""
 
     def __init__(self):
         self.params = {"resource_name": None}
@@ -88,7 +88,7 @@ def gone_too_long():
 
 def vm_name_unknown():
     client = client_for([answer(404, {"error": "Not found"}, reason="Not Found")])
-    return error_of(lambda: _events.resource_name(NameModule(), client, needed_by="this_host_only"))
+    return error_of(lambda: _module_runner.resource_name(NameModule(), client, needed_by="this_host_only"))
 
 
 CASES = [not_an_azure_vm, proxy_redirect, proxy_forwarded_for, proxy_forbidden, rate_limited, first_call_too_slow,

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _imds, _retry
 
 from .fakes import EMPTY_DOC, READ_TIMEOUT, FakeClock, ScriptedTransport, answer, fail, scripted_client
 
@@ -34,12 +34,12 @@ def test_explicit_url_wins_over_environment():
 
 @pytest.mark.parametrize("bad", ["", "169.254.169.254", "ftp://x", "http://127.0.0.1/?a=1", "http://"])
 def test_bad_url_is_refused_with_the_fix(bad):
-    with pytest.raises(_imds.ImdsInputError, match="imds_url"):
+    with pytest.raises(_edge.ImdsInputError, match="imds_url"):
         _imds.resolve_base_url(bad, environ={})
 
 
 def test_unknown_api_version_names_the_valid_ones():
-    with pytest.raises(_imds.ImdsInputError, match="2017-03-01, .*2020-07-01"):
+    with pytest.raises(_edge.ImdsInputError, match="2017-03-01, .*2020-07-01"):
         _imds.ImdsClient(base_url="http://127.0.0.1:9", api_version="2021-01-01")
 
 
@@ -73,7 +73,7 @@ def test_approve_posts_every_id_in_one_request_exactly_as_given():
 
 def test_approve_refuses_malformed_ids_before_sending():
     client, transport = make([])[::2]
-    with pytest.raises(_imds.ImdsInputError, match="'not-a-guid'"):
+    with pytest.raises(_edge.ImdsInputError, match="'not-a-guid'"):
         client.approve(["not-a-guid"])
     assert transport.requests == []
 
@@ -119,7 +119,7 @@ def test_200_with_empty_or_unreadable_body_is_retried_never_taken_as_no_events(b
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 405, 409, 418])
 def test_other_4xx_are_never_retried(status):
     client, clock, transport = make([answer(status, {"error": "Bad request. something"})])
-    with pytest.raises(_imds.ImdsHttpError) as info:
+    with pytest.raises(_edge.ImdsHttpError) as info:
         client.get_scheduled_events()
     assert len(transport.requests) == 1 and clock.sleeps == []
     assert info.value.status == status
@@ -131,7 +131,7 @@ def test_400_message_names_url_status_imds_text_and_next_step():
     body = {"error": "Bad request. api-version is invalid or was not specified in the request. "
                      "For more information refer to aka.ms/azureimds", "newest-versions": ["2025-04-07"]}
     client = make([answer(400, body)])[0]
-    with pytest.raises(_imds.ImdsHttpError) as info:
+    with pytest.raises(_edge.ImdsHttpError) as info:
         client.get_scheduled_events()
     message = str(info.value)
     assert "HTTP 400" in message and "api-version is invalid" in message
@@ -142,7 +142,7 @@ def test_400_message_names_url_status_imds_text_and_next_step():
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
 def test_redirect_is_refused_and_blames_a_proxy(status):
     client, transport = make([answer(status, b"", headers=[("Location", "http://proxy.example/")])])[::2]
-    with pytest.raises(_imds.ImdsRedirectError) as info:
+    with pytest.raises(_edge.ImdsRedirectError) as info:
         client.get_scheduled_events()
     assert len(transport.requests) == 1
     assert "proxy or redirect is in the way" in str(info.value)
@@ -152,10 +152,10 @@ def test_redirect_is_refused_and_blames_a_proxy(status):
 def test_connect_failure_retried_only_a_few_seconds_then_not_an_azure_vm():
     refused = fail(ConnectionRefusedError(111, "Connection refused"), on="connect", cost=0.01)
     client, clock, transport = make([refused] * 100)
-    with pytest.raises(_imds.ImdsUnavailableError) as info:
+    with pytest.raises(_edge.ImdsUnavailableError) as info:
         client.get_scheduled_events()
     elapsed = clock.now - 1000.0
-    assert _imds.CONNECT_RETRY_WINDOW - 1 <= elapsed <= _imds.CONNECT_RETRY_WINDOW + 0.5
+    assert _defaults.CONNECT_RETRY_WINDOW - 1 <= elapsed <= _defaults.CONNECT_RETRY_WINDOW + 0.5
     assert transport.requests == []
     assert "no Instance Metadata Service at http://127.0.0.1:9: is this an Azure VM?" in str(info.value)
 
@@ -170,14 +170,14 @@ def test_connect_timeout_is_short_and_read_timeout_long():
 def test_connect_timeout_counts_as_not_an_azure_vm():
     timeout = fail(socket.timeout("timed out"), on="connect", cost=5.0)
     client, clock = make([timeout, timeout, timeout])[:2]
-    with pytest.raises(_imds.ImdsUnavailableError, match="connect timed out after 5.0s"):
+    with pytest.raises(_edge.ImdsUnavailableError, match="connect timed out after 5.0s"):
         client.get_scheduled_events()
     assert clock.now - 1000.0 <= 5.0 + 5.0 + 1.0
 
 
 def test_410_is_retried_for_at_least_70_seconds_with_defaults():
     client, clock, transport = make([GONE] * 200)
-    with pytest.raises(_imds.ImdsTimeoutError) as info:
+    with pytest.raises(_edge.ImdsTimeoutError) as info:
         client.get_scheduled_events()
     assert clock.now - 1000.0 >= 70.0
     assert "410" in str(info.value) and "at least 70" in str(info.value)
@@ -215,14 +215,14 @@ def test_429_honours_retry_after_http_date():
 
 def test_retry_after_beyond_the_deadline_fails_at_once_with_the_429_hint():
     client, clock = make([answer(429, b"", headers=[("Retry-After", "60")])], retry_timeout=10)[:2]
-    with pytest.raises(_imds.ImdsTimeoutError, match="5 requests per second"):
+    with pytest.raises(_edge.ImdsTimeoutError, match="5 requests per second"):
         client.get_scheduled_events()
     assert clock.sleeps == []
 
 
 def test_one_overall_deadline_bounds_all_retries():
     client, clock = make([answer(503, b"")] * 500, retry_timeout=30)[:2]
-    with pytest.raises(_imds.ImdsTimeoutError) as info:
+    with pytest.raises(_edge.ImdsTimeoutError) as info:
         client.get_scheduled_events()
     assert clock.now - 1000.0 <= 30.0
     assert "retry_timeout" in str(info.value) and "HTTP 503" in str(info.value)
@@ -238,19 +238,19 @@ def test_retried_request_timeouts_are_clamped_to_the_time_left():
 
 def test_zero_retry_timeout_means_one_attempt():
     client, transport = make([answer(503, b""), DOC], retry_timeout=0)[::2]
-    with pytest.raises(_imds.ImdsTimeoutError):
+    with pytest.raises(_edge.ImdsTimeoutError):
         client.get_scheduled_events()
     assert len(transport.requests) == 1
 
 
 def test_policy_delay_table_is_jittered_between_half_and_full():
-    policy = _imds.RetryPolicy(rng=lambda: 0.5)
-    rule = _imds.RETRY_TABLE[("http", 429)]
+    policy = _retry.RetryPolicy(rng=lambda: 0.5)
+    rule = _retry.RETRY_TABLE[("http", 429)]
     assert policy.delay(rule, 1) == pytest.approx(0.75)
     assert policy.delay(rule, 10) == pytest.approx(12.0)
 
 
 def test_every_row_of_the_table_is_covered_by_a_test_above():
-    rows = set(_imds.RETRY_TABLE)
+    rows = set(_retry.RETRY_TABLE)
     assert rows == {("http", 410), ("http", 429), ("http", 500), ("http", 502), ("http", 503), ("http", 504),
                     ("read_timeout", None), ("dropped", None), ("bad_body", None), ("connect", None)}

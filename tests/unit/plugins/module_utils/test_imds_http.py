@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _event, _imds
 from mock_imds_helpers import start_mock
 
 from .fakes import FakeClock
@@ -85,7 +85,7 @@ def test_proxy_variables_are_ignored_and_the_trap_proxy_receives_nothing(mock, m
 def test_redirect_from_a_misconfigured_proxy_is_refused_not_followed(mock):
     mock.control("POST", "faults", {"kind": "redirect", "status": 302})
     client = client_for(mock.url)
-    with pytest.raises(_imds.ImdsRedirectError) as info:
+    with pytest.raises(_edge.ImdsRedirectError) as info:
         client.get_scheduled_events()
     assert "HTTP 302" in str(info.value) and "proxy or redirect is in the way" in str(info.value)
     assert len(requests_seen(mock)) == 1
@@ -94,7 +94,7 @@ def test_redirect_from_a_misconfigured_proxy_is_refused_not_followed(mock):
 def test_read_timeout_is_the_request_timeout_not_the_connect_timeout(mock):
     mock.control("POST", "faults", {"kind": "slow", "delay": 2.0})
     client = client_for(mock.url, request_timeout=0.3, retry_timeout=0)
-    with pytest.raises(_imds.ImdsTimeoutError) as info:
+    with pytest.raises(_edge.ImdsTimeoutError) as info:
         client.get_scheduled_events()
     assert "no complete answer within 0.3s" in str(info.value)
     assert "2 minutes" in str(info.value)  # the hint about the slow first call
@@ -106,10 +106,10 @@ def test_nothing_listening_fails_fast_as_not_an_azure_vm():
     port = probe.getsockname()[1]
     probe.close()  # nothing listens on this loopback port now
     client = client_for("http://127.0.0.1:%d" % port)
-    with pytest.raises(_imds.ImdsUnavailableError) as info:
+    with pytest.raises(_edge.ImdsUnavailableError) as info:
         client.get_scheduled_events()
     assert "no Instance Metadata Service at http://127.0.0.1:%d: is this an Azure VM?" % port in str(info.value)
-    assert client._clock() - 1000.0 <= _imds.CONNECT_RETRY_WINDOW + 1  # pylint: disable=protected-access
+    assert client._clock() - 1000.0 <= _defaults.CONNECT_RETRY_WINDOW + 1  # pylint: disable=protected-access
 
 
 def test_410_burst_from_the_service_is_retried_through(mock):
@@ -135,7 +135,7 @@ def test_broken_answers_are_retried(mock, kind):
     assert client.last_failures[0].kind in ("bad_body", "dropped")
 
 
-@pytest.mark.parametrize("api_version", _imds.API_VERSIONS)
+@pytest.mark.parametrize("api_version", _defaults.API_VERSIONS)
 def test_every_api_version_reads_the_same_event(mock, api_version):
     mock.control("POST", "events", {"event_type": "Freeze", "resources": ["web_1"], "notice": 900,
                                     "description": "live migration", "duration_in_seconds": 5})
@@ -148,7 +148,7 @@ def test_every_api_version_reads_the_same_event(mock, api_version):
     assert event["description"] == ("live migration" if api_version >= "2019-04-01" else None)
     assert event["event_source"] == ("Platform" if api_version >= "2019-08-01" else None)
     assert event["duration_in_seconds"] == (5 if api_version >= "2020-07-01" else None)
-    assert not _imds.affects(event, "web_10") and _imds.affects(event, "web_1")
+    assert not _event.affects(event, "web_10") and _event.affects(event, "web_1")
 
 
 def test_approval_is_one_post_naming_every_id(mock):
@@ -183,7 +183,7 @@ def test_a_trickling_server_is_given_up_within_the_request_deadline_not_per_read
     mock.control("POST", "faults", {"kind": "trickle", "interval": 0.3, "count": 1})
     client = _imds.ImdsClient(base_url=mock.url, request_timeout=1.0, retry_timeout=0, environ={})
     started = time.monotonic()
-    with pytest.raises(_imds.ImdsTimeoutError) as info:
+    with pytest.raises(_edge.ImdsTimeoutError) as info:
         client.get_scheduled_events()
     elapsed = time.monotonic() - started
     assert "no complete answer within 1.0s" in str(info.value)
@@ -194,7 +194,7 @@ def test_a_trickling_server_is_given_up_within_the_request_deadline_not_per_read
 def test_a_trickle_is_bounded_by_the_caller_deadline_and_a_retry_then_succeeds(mock):
     mock.control("POST", "faults", {"kind": "trickle", "interval": 0.3, "count": 1})
     client = _imds.ImdsClient(base_url=mock.url, request_timeout=1.0, retry_timeout=20, environ={})
-    deadline = _imds.Deadline(20.0)
+    deadline = _edge.Deadline(20.0)
     assert client.get_scheduled_events(deadline=deadline).incarnation >= 1
     assert [f.kind for f in client.last_failures] == ["read_timeout"]
     assert len(requests_seen(mock)) == 2
@@ -203,7 +203,7 @@ def test_a_trickle_is_bounded_by_the_caller_deadline_and_a_retry_then_succeeds(m
 def test_an_oversize_answer_is_a_clear_error_and_not_retried(mock):
     mock.control("POST", "faults", {"kind": "oversize", "size": 3 * 1024 * 1024})
     client = client_for(mock.url)
-    with pytest.raises(_imds.ImdsTooLargeError) as info:
+    with pytest.raises(_edge.ImdsTooLargeError) as info:
         client.get_scheduled_events()
     assert "cap is 1048576 bytes" in str(info.value)
     assert len(requests_seen(mock)) == 1

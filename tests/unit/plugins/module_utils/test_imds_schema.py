@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _event, _imds
 
 GOOD_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 OTHER_ID = "0A1B2C3D-4E5F-6071-8293-A4B5C6D7E8F9"
@@ -21,10 +21,10 @@ def raw(event_id=GOOD_ID, **fields):
 
 
 def read(*events, incarnation=3):
-    return _imds.ScheduledEvents({"DocumentIncarnation": incarnation, "Events": list(events)})
+    return _event.ScheduledEvents({"DocumentIncarnation": incarnation, "Events": list(events)})
 
 
-HEALTHY = _imds.normalize_event(raw(OTHER_ID))
+HEALTHY = _event.normalize_event(raw(OTHER_ID))
 
 
 @pytest.mark.parametrize("field, value, key, expected_value, warning", [
@@ -70,7 +70,7 @@ def test_a_mix_of_number_and_string_event_ids_reads_every_event():
     assert [e["event_id"] for e in scheduled.events] == [None, GOOD_ID, None, None, OTHER_ID]
     assert [w.split(":")[0] for w in scheduled.warnings] == ["event #1 (EventId 1)", "event #3 (EventId 2.5)"]
     assert scheduled.find(GOOD_ID)["event_id"] == GOOD_ID
-    assert _imds.select_events(scheduled.events, event_ids=[OTHER_ID]) == [scheduled.events[4]]
+    assert _event.select_events(scheduled.events, event_ids=[OTHER_ID]) == [scheduled.events[4]]
 
 
 def test_an_event_id_that_is_not_a_guid_is_kept_with_a_warning():
@@ -105,7 +105,7 @@ def test_an_unreadable_document_incarnation_is_zero_with_a_warning(incarnation, 
 
 
 def test_a_missing_document_incarnation_is_named():
-    scheduled = _imds.ScheduledEvents({"Events": []})
+    scheduled = _event.ScheduledEvents({"Events": []})
     assert scheduled.incarnation == 0 and scheduled.warnings == ["DocumentIncarnation is missing; read as 0."]
 
 
@@ -130,17 +130,17 @@ def test_a_healthy_document_has_no_warnings():
     '{"DocumentIncarnation": 1, "Events": [{"Resources": [[[[["deep"]]]]]}]}',
 ])
 def test_nothing_in_a_document_raises(body):
-    scheduled = _imds.ScheduledEvents(_imds.parse_document(body.encode()))
+    scheduled = _event.ScheduledEvents(_event.parse_document(body.encode()))
     assert scheduled.warnings
-    annotated = _imds.annotate_events(scheduled.events, "web_0", now_epoch=1700000000.0)
+    annotated = _event.annotate_events(scheduled.events, "web_0", now_epoch=1700000000.0)
     assert len(annotated) == len(scheduled.events)
 
 
 def test_annotate_and_select_take_events_with_unreadable_fields():
     scheduled = read(raw(7, EventStatus=3, Resources=9, NotBefore=[]), raw())
-    annotated = _imds.annotate_events(scheduled.events, "web_0", now_epoch=1700000000.0)
+    annotated = _event.annotate_events(scheduled.events, "web_0", now_epoch=1700000000.0)
     assert [e["affects_this_host"] for e in annotated] == [False, True]
-    assert _imds.select_events(scheduled.events, event_statuses=["Scheduled"], resource_name="web_0",
+    assert _event.select_events(scheduled.events, event_statuses=["Scheduled"], resource_name="web_0",
                                this_host_only=True) == [scheduled.events[1]]
 
 
@@ -157,11 +157,11 @@ def _with_deep_field(document, depth, where="event"):
 @pytest.mark.parametrize("depth", [600, 100000])
 def test_an_extra_field_nested_past_the_bound_is_left_out_and_the_event_beside_it_is_read(depth):
     body = _with_deep_field({"DocumentIncarnation": 3, "Events": [raw(OTHER_ID), raw()]}, depth)
-    scheduled = _imds.ScheduledEvents(_imds.parse_document(body.encode()))
+    scheduled = _event.ScheduledEvents(_event.parse_document(body.encode()))
     assert [e["event_id"] for e in scheduled.events] == [OTHER_ID, GOOD_ID]
-    assert scheduled.events[0] == HEALTHY and scheduled.events[1] == _imds.normalize_event(raw())
+    assert scheduled.events[0] == HEALTHY and scheduled.events[1] == _event.normalize_event(raw())
     assert scheduled.warnings == ["event #1 (EventId %s): the field 'Nested' nests deeper than %d levels; it was "
-                                  "left out." % (OTHER_ID, _imds.MAX_NESTING)]
+                                  "left out." % (OTHER_ID, _defaults.MAX_NESTING)]
     assert "Nested" not in scheduled.document["Events"][0]
     # What each consumer does with it next: copy it (the watcher's state), write it out (a module).
     copy.deepcopy(scheduled.document)
@@ -170,28 +170,28 @@ def test_an_extra_field_nested_past_the_bound_is_left_out_and_the_event_beside_i
 
 def test_a_deep_field_of_the_document_itself_is_left_out_too():
     body = _with_deep_field({"DocumentIncarnation": 3, "Events": [raw()]}, 5000, where="document")
-    scheduled = _imds.ScheduledEvents(_imds.parse_document(body))
+    scheduled = _event.ScheduledEvents(_event.parse_document(body))
     assert scheduled.incarnation == 3 and [e["event_id"] for e in scheduled.events] == [GOOD_ID]
     assert scheduled.warnings == ["the document: the field 'Nested' nests deeper than %d levels; it was left out."
-                                  % _imds.MAX_NESTING]
+                                  % _defaults.MAX_NESTING]
     assert sorted(scheduled.document) == ["DocumentIncarnation", "Events"]
 
 
 def test_nesting_up_to_the_bound_is_kept_as_sent():
     # The document, Events and the event are three levels: the field may add MAX_NESTING - 3.
-    depth = _imds.MAX_NESTING - 3
+    depth = _defaults.MAX_NESTING - 3
     body = _with_deep_field({"DocumentIncarnation": 3, "Events": [raw()]}, depth)
-    scheduled = _imds.ScheduledEvents(_imds.parse_document(body))
+    scheduled = _event.ScheduledEvents(_event.parse_document(body))
     assert scheduled.warnings == []
     assert json.dumps(scheduled.events[0]["nested"]) == "[" * depth + "]" * depth
-    deeper = _imds.ScheduledEvents(_imds.parse_document(_with_deep_field(
+    deeper = _event.ScheduledEvents(_event.parse_document(_with_deep_field(
         {"DocumentIncarnation": 3, "Events": [raw()]}, depth + 1)))
     assert "nested" not in deeper.events[0] and "nests deeper" in deeper.warnings[0]
 
 
 def test_brackets_inside_strings_do_not_count_as_nesting():
     description = "[" * 5000 + "{" * 5000 + " \\\" ]"
-    scheduled = _imds.ScheduledEvents(_imds.parse_document(json.dumps(
+    scheduled = _event.ScheduledEvents(_event.parse_document(json.dumps(
         {"DocumentIncarnation": 3, "Events": [raw(Description=description)]})))
     assert scheduled.warnings == [] and scheduled.events[0]["description"] == description
 
@@ -201,7 +201,7 @@ def test_unpaired_surrogates_become_u_fffd_with_a_warning_and_pairs_stay():
         raw(Description=u"Host \ud800 server \udfff", Resources=[u"web_0", u"web_\udc80"],
             **{u"Extra\ud800": {u"note": u"\ud83d\ude00 \ud83d"}}),
         raw(OTHER_ID, Description=u"fine \ud83d\ude00")]})
-    scheduled = _imds.ScheduledEvents(_imds.parse_document(body))
+    scheduled = _event.ScheduledEvents(_event.parse_document(body))
     first, second = scheduled.events
     assert first["description"] == u"Host \ufffd server \ufffd"
     assert first["resources"] == [u"web_0", u"web_\ufffd"]

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from ansible_collections.azure_imds.scheduled_events.plugins.doc_fragments.imds import ModuleDocFragment
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _options
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _options
 
 
 def _compare(doc_text, spec):
@@ -38,16 +38,16 @@ def test_filter_fragment_matches_argspec():
 
 
 def test_api_version_choices_are_the_clients():
-    assert _options.imds_argument_spec()["api_version"]["choices"] == list(_imds.API_VERSIONS)
+    assert _options.imds_argument_spec()["api_version"]["choices"] == list(_defaults.API_VERSIONS)
 
 
 def test_empty_filter_list_is_refused_with_the_fix():
-    with pytest.raises(_imds.ImdsInputError, match="event_types is an empty list.*Leave event_types out"):
+    with pytest.raises(_edge.ImdsInputError, match="event_types is an empty list.*Leave event_types out"):
         _options.check_filters({"event_types": []})
 
 
 def test_malformed_event_id_filter_is_refused():
-    with pytest.raises(_imds.ImdsInputError, match="'1234'"):
+    with pytest.raises(_edge.ImdsInputError, match="'1234'"):
         _options.check_filters({"event_ids": ["1234"]})
 
 
@@ -58,9 +58,9 @@ def test_unknown_event_type_is_kept_with_a_warning():
 
 def test_fragment_defaults_are_the_client_constants():
     spec = _options.imds_argument_spec()
-    assert spec["request_timeout"]["default"] == _imds.DEFAULT_REQUEST_TIMEOUT
-    assert spec["retry_timeout"]["default"] == _imds.DEFAULT_RETRY_TIMEOUT
-    assert spec["api_version"]["default"] == _imds.DEFAULT_API_VERSION
+    assert spec["request_timeout"]["default"] == _defaults.DEFAULT_REQUEST_TIMEOUT
+    assert spec["retry_timeout"]["default"] == _defaults.DEFAULT_RETRY_TIMEOUT
+    assert spec["api_version"]["default"] == _defaults.DEFAULT_API_VERSION
 
 
 def test_client_from_params_uses_the_options():
@@ -81,6 +81,6 @@ def test_incarnation_options_declared_raw_take_numbers_and_their_ascii_text(give
 @pytest.mark.parametrize("given", [float("inf"), float("-inf"), float("nan"), "inf", "５", "", True, 1.5, -1, 2 ** 63])
 def test_incarnation_options_refuse_what_is_no_whole_number_naming_the_option(given):
     for name in ("changed_since", "since_incarnation"):
-        with pytest.raises(_imds.ImdsInputError) as caught:
+        with pytest.raises(_edge.ImdsInputError) as caught:
             _options.check_numbers({name: given}, {name: given})
         assert str(caught.value).startswith(name + " must be a whole number from 0 to 9223372036854775807")

@@ -16,7 +16,7 @@ import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _events
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _module_runner
 
 from ..module_utils.fakes import FakeClock, ScriptedTransport, answer
 from ..module_utils.test_options import _compare as compare_options
@@ -72,7 +72,7 @@ def run_module(module, args, steps=(), check_mode=False, real_connections=False,
     if check_mode:
         args["_ansible_check_mode"] = True
     warnings = []
-    runtime = _events.Runtime(clock=clock, sleep=clock.sleep, wall_clock=lambda: NOW_EPOCH,
+    runtime = _module_runner.Runtime(clock=clock, sleep=clock.sleep, wall_clock=lambda: NOW_EPOCH,
                               connection_factory=None if real_connections else transport, rng=lambda: 1.0)
     with patch_module_args(args), \
             mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults
 from ansible_collections.azure_imds.scheduled_events.plugins.modules import scheduled_event_info as info
 
 from mock_imds_helpers import start_mock
@@ -113,7 +113,7 @@ def test_check_mode_reads_the_same():
     assert checked == normal and checked["changed"] is False
 
 
-@pytest.mark.parametrize("version", _imds.API_VERSIONS)
+@pytest.mark.parametrize("version", _defaults.API_VERSIONS)
 def test_each_api_version_is_requested_and_read(version):
     raw = {"EventId": A, "EventType": "Freeze", "EventStatus": "Scheduled", "ResourceType": "VirtualMachine",
            "Resources": ["_web_0" if version == "2017-03-01" else "web_0"],
@@ -170,7 +170,7 @@ def test_nothing_listening_means_not_an_azure_vm():
     assert outcome.failed
     assert outcome.result["msg"].startswith("no Instance Metadata Service at %s: is this an Azure VM?" % url)
     assert outcome.result["status"] is None
-    assert outcome.clock.now - 1000.0 <= _imds.CONNECT_RETRY_WINDOW + 1.0
+    assert outcome.clock.now - 1000.0 <= _defaults.CONNECT_RETRY_WINDOW + 1.0
 
 
 def test_vm_name_404_goes_on_without_a_name_and_warns():
@@ -275,7 +275,7 @@ def test_watch_fails_at_once_when_nothing_listens():
     steps = [fail(ConnectionRefusedError(111, "Connection refused"), on="connect")] * 100
     outcome = watch(steps, max_wait=600.0)
     assert outcome.failed and "is this an Azure VM?" in outcome.result["msg"]
-    assert outcome.clock.now - 1000.0 <= _imds.CONNECT_RETRY_WINDOW + 1.0
+    assert outcome.clock.now - 1000.0 <= _defaults.CONNECT_RETRY_WINDOW + 1.0
 
 
 def test_watch_first_request_timeout_is_cut_to_the_time_left():

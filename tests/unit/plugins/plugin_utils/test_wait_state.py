@@ -7,7 +7,7 @@ here sleeps for real.
 import jmespath
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults
 from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils import _wait_state
 from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils._wait_state import (
     Condition, Goal, Waiter, WaitInputError)
@@ -274,7 +274,7 @@ def test_timeout_of_zero_still_reads_once():
     outcome = waiter.run()
     assert not outcome.reached and outcome.runs == 1
     assert module.calls[0][0]["retry_timeout"] == 0.0
-    assert module.calls[0][0]["request_timeout"] == _imds.MIN_REQUEST_TIMEOUT
+    assert module.calls[0][0]["request_timeout"] == _defaults.MIN_REQUEST_TIMEOUT
 
 
 def test_delay_is_slept_first_and_counts_against_the_timeout():
@@ -390,7 +390,7 @@ def test_every_run_gets_timeouts_and_max_wait_cut_to_the_time_left():
 def test_a_request_timeout_never_goes_below_what_the_module_accepts():
     waiter = make([], timeout=100)[0]
     args = waiter.module_args(None, 0.01)
-    assert args["request_timeout"] == _imds.MIN_REQUEST_TIMEOUT and args["retry_timeout"] == pytest.approx(0.01)
+    assert args["request_timeout"] == _defaults.MIN_REQUEST_TIMEOUT and args["retry_timeout"] == pytest.approx(0.01)
 
 
 def test_a_given_resource_name_is_kept_over_the_learned_one():

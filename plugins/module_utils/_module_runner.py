@@ -6,7 +6,8 @@
 #
 # What scheduled_event_info and scheduled_event_approve do alike with an AnsibleModule: build
 # the shared client, learn this VM's name, and turn the client's typed errors into fail_json.
-# Everything that does not need Ansible stays in _imds.py.
+# Everything that does not need Ansible stays in _imds.py (reaching IMDS), _event.py (what an event is)
+# and _edge.py (errors and checks).
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,7 +15,7 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _options
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _event, _imds, _options
 
 
 class Runtime:
@@ -42,9 +43,9 @@ def run(module, execute, runtime=None):
             module.warn(warning)
         client = runtime.client(module.params)
         execute(module, client, runtime)
-    except _imds.ImdsError as exc:
+    except _edge.ImdsError as exc:
         module.fail_json(msg=str(exc), **exc.to_dict())
-    except _imds.ImdsInputError as exc:
+    except _edge.ImdsInputError as exc:
         module.fail_json(msg=str(exc), url=None, status=None, imds_error=None, hint=None)
     finally:
         if client is not None:
@@ -58,11 +59,11 @@ def resource_name(module, client, needed_by=None):
     """
     try:
         return _options.resolve_resource_name(client, module.params)
-    except _imds.ImdsHttpError as exc:
+    except _edge.ImdsHttpError as exc:
         if exc.status != 404:
             raise
         if needed_by:
-            raise _imds.ImdsHttpError("%s %s needs this VM's name: set resource_name to the VM name as event "
+            raise _edge.ImdsHttpError("%s %s needs this VM's name: set resource_name to the VM name as event "
                                       "Resources spell it." % (exc, needed_by),
                                       url=exc.url, status=exc.status, imds_error=exc.imds_error)
         module.warn("IMDS did not tell this VM's name (%s), so affects_this_host is false for every event. "
@@ -77,4 +78,4 @@ def report_unreadable(module, scheduled):
 
 
 def annotated(events, name, runtime):
-    return _imds.annotate_events(events, name, now_epoch=runtime.wall_clock())
+    return _event.annotate_events(events, name, now_epoch=runtime.wall_clock())
