@@ -31,7 +31,7 @@ INFO_MODULE = "azure_imds.scheduled_events.scheduled_event_info"
 # 10 minutes Started).
 DEFAULT_TIMEOUT = 1800.0
 # Microsoft recommends polling once a second.
-DEFAULT_SLEEP = 1.0
+DEFAULT_SLEEP = _defaults.DEFAULT_POLL_INTERVAL
 # A line a minute keeps a job log (AWX shows nothing else until the task ends) alive without flooding it.
 DEFAULT_PROGRESS_INTERVAL = 60.0
 # Below a second, lines would come faster than the host is polled.
