@@ -10,8 +10,7 @@ import sys
 
 from .conftest import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
-import collection_path  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
 
 from ..playbooks.conftest import one_case_per_host_playbook  # noqa: E402  pylint: disable=wrong-import-position
 

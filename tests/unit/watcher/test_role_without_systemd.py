@@ -16,8 +16,7 @@ import pytest
 
 from .conftest import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
-import collection_path  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
 
 GUIDE = os.path.join(ROOT, "docs", "docsite", "rst", "troubleshooting.rst")
 RUN_LIMIT = 600.0           # bounds a hang of one playbook run on a busy machine
