@@ -20,7 +20,7 @@ import threading
 import time
 from unittest import mock as unittest_mock
 
-from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
+import collection_path  # tests/harness, made importable by tests/unit/conftest.py  # pylint: disable=import-error
 from mock_imds_helpers import start_mock
 
 from ..plugins.module_utils.test_imds_http import TrapProxy

@@ -11,7 +11,8 @@ import pytest
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import daemon
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import log as watcher_log
-from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import decisions as watcher_decisions
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import records as watcher_records
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import status as watcher_status
 
 from ..plugins.module_utils.fakes import answer
 from .helpers import ID_A, ID_B, config, document
@@ -248,7 +249,7 @@ def test_a_newer_incarnation_without_the_event_ends_it_at_once(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 def good_record(event_id=ID_A, **fields):
-    record = watcher_decisions.new_record({"event_id": event_id, "event_type": "Reboot", "event_status": "Scheduled",
+    record = watcher_records.new_record({"event_id": event_id, "event_type": "Reboot", "event_status": "Scheduled",
                                            "resources": ["web_0"], "not_before": None}, True, 3)
     record.update(fields)
     return record
@@ -287,7 +288,7 @@ def test_a_record_written_before_the_new_fields_still_loads():
     old = good_record()
     for field in ("seen_incarnation", "missing_polls", "gone_at"):
         del old[field]
-    record, problem = watcher_decisions.check_record(ID_A.lower(), old)
+    record, problem = watcher_records.check_record(ID_A.lower(), old)
     assert problem is None and record["missing_polls"] == 0 and record["seen_incarnation"] is None
 
 
@@ -334,7 +335,7 @@ def test_an_internal_error_of_a_command_is_one_line_and_exit_1(tmp_path, capsys,
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"resource_name": "web_0", "imds_url": "http://127.0.0.1:9",
                                 "state_dir": str(tmp_path / "state")}))
-    monkeypatch.setattr(daemon, "status_report", lambda *a: {}["boom"])
+    monkeypatch.setattr(watcher_status, "status_report", lambda *a: {}["boom"])
     assert cli.main(["status", "--config", str(path)]) == cli.EXIT_FAILED
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error: KeyError: 'boom'" in err and "Traceback" not in err

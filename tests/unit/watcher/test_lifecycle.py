@@ -18,6 +18,7 @@ import pytest
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import daemon
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import processes as watcher_processes
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import state as watcher_state
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.state import (

@@ -9,7 +9,7 @@ import errno
 import os
 import tempfile
 
-from .handlers import directories_problem
+from . import handlers
 
 
 class UnsafeDirectory(OSError):
@@ -20,7 +20,7 @@ class UnsafeDirectory(OSError):
 def refuse_unsafe_directory(path):
     """Raise UnsafeDirectory unless every directory on the way to path passes
     handlers.directories_problem (FileNotFoundError if path's directory does not exist)."""
-    problem = directories_problem(path)
+    problem = handlers.directories_problem(path)
     if problem:
         directory = os.path.dirname(path) or "."
         if not os.path.isdir(directory):
