@@ -5,16 +5,8 @@ at the end prints each table's counts, over the cells that ran in this session o
 """
 
 import collections
-import os
-import sys
 
 from .board import BOARD, CLEAN_ERROR, CRASH, HANG, SUCCESS, WRONG, REFUSED, ACCEPTED, EXCEPTION
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-# The watcher's files import each other and _imds by plain name, as on a VM.
-for path in (os.path.join(ROOT, "plugins", "module_utils"), os.path.join(ROOT, "roles", "watcher", "files")):
-    if path not in sys.path:
-        sys.path.insert(0, path)
 
 
 def pytest_collection_finish(session):

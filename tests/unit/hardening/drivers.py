@@ -20,19 +20,20 @@ import threading
 import time
 from unittest import mock as unittest_mock
 
+import collection_path  # tests/harness, made importable by tests/unit/conftest.py  # pylint: disable=import-error
 from mock_imds_helpers import start_mock
 
 from ..plugins.module_utils.test_imds_http import TrapProxy
+from ..watcher.helpers import watcher_command
 from .board import CLEAN_ERROR, CRASH, HANG, SUCCESS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
-import collection_path  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 # Where ansible_collections.azure_imds.scheduled_events is found: a link farm for a plain checkout,
 # the directory above the copy that ansible-test units runs in.
 COLLECTIONS_FARM = collection_path.collections_dir(ROOT)
-WATCHER = os.path.join(ROOT, "roles", "watcher", "files", "scheduled_events_watcher.py")
+# The watcher as a program; clean_env() gives it the collections directory as PYTHONPATH.
+WATCHER = watcher_command()
 MODULES = "ansible_collections.azure_imds.scheduled_events.plugins.modules."
 WAIT_FQCN = "azure_imds.scheduled_events.scheduled_event_wait"
 
@@ -503,7 +504,7 @@ def observe_watcher(cell):
     """
     row = cell.row
     config = watcher_config(cell)
-    process = Process([sys.executable, WATCHER, "run", "--config", config], clean_env(cell.env), cwd=cell.workdir)
+    process = Process(WATCHER + ["run", "--config", config], clean_env(cell.env), cwd=cell.workdir)
     started = time.monotonic()
     problems = []
     hung = False

@@ -273,7 +273,7 @@ def watcher_document(case, mock, workdir):
 
 
 def check_watcher_config(case):
-    import watcher_config
+    from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import config as watcher_config
 
     workdir = tempfile.mkdtemp(prefix="hardening-config-")
     path = os.path.join(workdir, "config.json")
@@ -294,7 +294,7 @@ def check_watcher_config(case):
             loader = Verdict(ACCEPTED, "load_config accepted it")
         verdicts = [("load_config", loader)]
         for command in (["check-config"], ["run", "--once"]):
-            process = Process([sys.executable, WATCHER] + command + ["--config", path], clean_env(), cwd=workdir)
+            process = Process(WATCHER + command + ["--config", path], clean_env(), cwd=workdir)
             result = process.wait(CASE_LIMIT)
             if result.killed:
                 verdict = Verdict(HANG, "still running after %gs" % CASE_LIMIT)

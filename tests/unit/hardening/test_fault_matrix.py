@@ -15,7 +15,7 @@ from .board import BOARD, CLEAN_ERROR, CRASH, HANG, SUCCESS, WRONG
 from .drivers import Cell, VM, observe_module, observe_wait, observe_watcher
 
 try:
-    import _imds
+    from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
     RETRY_AFTER_CAP = float(getattr(_imds, "RETRY_AFTER_CAP", 60.0))
 except Exception:  # pylint: disable=broad-except
     # The contract's figure; a broken _imds fails every cell on its own.

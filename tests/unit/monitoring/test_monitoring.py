@@ -282,12 +282,9 @@ def test_histograms_are_read_through_their_buckets_with_le_kept():
 
 def rendered_watcher_metrics():
     """The families (name -> (type, label names)) the watcher daemon writes, every labelled series filled."""
-    import sys  # pylint: disable=import-outside-toplevel
     from prometheus_client.parser import text_string_to_metric_families  # pylint: disable=import-outside-toplevel
-    files = os.path.join(ROOT, "roles", "watcher", "files")
-    if files not in sys.path:
-        sys.path.insert(0, files)
-    import watcher_metrics  # pylint: disable=import-outside-toplevel,import-error
+    from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import (  # noqa: E501
+        metrics as watcher_metrics)  # pylint: disable=import-outside-toplevel
     metrics = watcher_metrics.WatcherMetrics("1.0.0", 1000.0)
     metrics.document(3, [{"event_id": "A", "event_type": "Reboot", "event_status": "Scheduled"}], lambda event: True, 1001.0)
     families = {}

@@ -7,7 +7,9 @@ import sys
 import textwrap
 import time
 
-import watcher_config
+import collection_path  # tests/harness, made importable by tests/unit/conftest.py  # pylint: disable=import-error
+
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import config as watcher_config
 
 ID_A = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 ID_B = "5D2A4F2B-9C44-4C1A-B1E6-0E1C2E3F4A5B"
@@ -17,6 +19,23 @@ ID_C = "0A1B2C3D-4E5F-4061-8273-94A5B6C7D8E9"
 # (the hardening tables run theirs in the same pytest worker).
 IGNORING_SIGTERM = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                     "os.execvp(sys.argv[1], sys.argv[1:])"]
+# The watcher as a program: the one way every test (and the hardening tables) starts it.
+WATCHER_PACKAGE = "ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher"
+
+
+def watcher_command(*args):
+    """argv that runs the watcher of this checkout (`python -m`); run it with watcher_environment()."""
+    return [sys.executable, "-m", WATCHER_PACKAGE] + list(args)
+
+
+def watcher_environment(environ=None):
+    """environ (default: this process's) with PYTHONPATH the collections directory, where Python finds
+    WATCHER_PACKAGE and the module_utils it imports, as a VM's PYTHONPATH is the install directory."""
+    environ = dict(os.environ if environ is None else environ)
+    environ["PYTHONPATH"] = collection_path.collections_dir()
+    return environ
+
+
 NOW = 1700000000.0            # a wall-clock epoch for the tests
 NOT_BEFORE = "2023-11-14T22:28:20Z"   # NOW + 900 s
 

@@ -6,9 +6,11 @@ import os
 
 import pytest
 
-import watcher_config
-from watcher_config import ConfigError, check_config, load_config
-from watcher_state import StateStore
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import config as watcher_config
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.config import (
+    ConfigError, check_config, load_config)
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.state import (
+    StateStore)
 
 
 # --------------------------------------------------------------------------------------------

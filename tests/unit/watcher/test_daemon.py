@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-import _imds
-import scheduled_events_watcher as daemon
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import daemon
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import log as watcher_log
 
 from ..plugins.module_utils.fakes import FakeClock, ScriptedTransport, answer, fail
 from .helpers import ID_A, ID_B, LogSink, config, document, raw_event
@@ -46,10 +48,10 @@ def build(tmp_path, steps, cfg=None, name="web_0", dry_run=False, outcomes=None,
     transport = ScriptedTransport(clock, steps)
     transport.requests = TimedList(clock)
     cfg = cfg or config(tmp_path, resource_name=name)
-    client = daemon.make_client(cfg, clock=clock, sleep=clock.sleep, connection_factory=transport,
-                                wall_clock=lambda: EPOCH + clock.now, environ={}, rng=lambda: 1.0)
+    client = cli.make_client(cfg, clock=clock, sleep=clock.sleep, connection_factory=transport,
+                             wall_clock=lambda: EPOCH + clock.now, environ={}, rng=lambda: 1.0)
     log = LogSink()
-    store = daemon.StateStore(cfg["state_dir"])
+    store = cli.StateStore(cfg["state_dir"])
 
     def idle(seconds):
         clock.sleep(seconds)
@@ -89,7 +91,7 @@ def test_polls_once_per_interval_on_whole_ticks(tmp_path):
     watcher, transport = build(tmp_path, steps, stop_after=1005.5)[:2]
     watcher.resolve_name()
     watcher.load_state()
-    assert watcher.run_forever() == daemon.EXIT_OK
+    assert watcher.run_forever() == cli.EXIT_OK
     # Each request took 0.2 s, yet they start exactly one interval apart.
     assert gaps(transport.requests.times) == [1.0] * 5
 
@@ -228,7 +230,7 @@ def test_once_finishes_what_its_poll_started(tmp_path):
     watcher, transport, clock, log = build(tmp_path, steps)
     watcher.resolve_name()
     watcher.load_state()
-    assert watcher.run_once() == daemon.EXIT_OK
+    assert watcher.run_once() == cli.EXIT_OK
     assert methods(transport) == ["GET", "POST", "POST"]
     assert not watcher.planner.has_work()
 
@@ -237,7 +239,7 @@ def test_once_reports_an_imds_failure(tmp_path):
     watcher, transport, clock, log = build(tmp_path, [answer(500)])
     watcher.resolve_name()
     watcher.load_state()
-    assert watcher.run_once() == daemon.EXIT_FAILED
+    assert watcher.run_once() == cli.EXIT_FAILED
     assert "HTTP 500" in log.messages("imds_error")[0]
 
 
@@ -251,7 +253,7 @@ def test_dry_run_says_what_it_would_do_and_does_nothing(tmp_path):
     watcher.__class__ = daemon.Watcher       # the real dispatch: it must not start anything
     watcher.resolve_name()
     watcher.load_state()
-    assert watcher.run_once() == daemon.EXIT_OK
+    assert watcher.run_once() == cli.EXIT_OK
     assert methods(transport) == ["GET"]
     dry = log.messages("dry_run")
     assert dry == ["DRY RUN: would run the drain handlers of event %s: drain/10-x" % ID_A,
@@ -266,7 +268,7 @@ def test_dry_run_says_what_it_would_do_and_does_nothing(tmp_path):
 
 def test_text_lines_carry_a_time_outside_the_journal():
     out = io.StringIO()
-    log = daemon.Logger(out, "text", journald=False, wall_clock=lambda: EPOCH + 0.25)
+    log = watcher_log.Logger(out, "text", journald=False, wall_clock=lambda: EPOCH + 0.25)
     log("info", "event_seen", "event X: seen")
     log("error", "approval_failed", "event X: approval failed")
     assert out.getvalue().splitlines() == ["2023-11-14T22:13:20.250Z event X: seen",
@@ -275,7 +277,7 @@ def test_text_lines_carry_a_time_outside_the_journal():
 
 def test_journal_lines_carry_a_priority_and_no_time():
     out = io.StringIO()
-    log = daemon.Logger(out, "text", journald=True)
+    log = watcher_log.Logger(out, "text", journald=True)
     log("info", "a", "seen")
     log("warning", "b", "careful")
     log("error", "c", "broken")
@@ -286,14 +288,14 @@ def test_journald_is_detected_from_journal_stream_matching_the_stream(tmp_path):
     path = tmp_path / "out"
     with open(str(path), "w") as stream:
         st = os.fstat(stream.fileno())
-        assert daemon.under_journald(stream, {"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)})
-        assert not daemon.under_journald(stream, {"JOURNAL_STREAM": "1:2"})
-        assert not daemon.under_journald(stream, {})
+        assert watcher_log.under_journald(stream, {"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)})
+        assert not watcher_log.under_journald(stream, {"JOURNAL_STREAM": "1:2"})
+        assert not watcher_log.under_journald(stream, {})
 
 
 def test_json_lines():
     out = io.StringIO()
-    log = daemon.Logger(out, "json", journald=False, wall_clock=lambda: EPOCH)
+    log = watcher_log.Logger(out, "json", journald=False, wall_clock=lambda: EPOCH)
     log("info", "handler_finished", "done", event_id=ID_A, exit_code=0, duration=0.012)
     record = json.loads(out.getvalue())
     assert record == {"time": "2023-11-14T22:13:20.000Z", "level": "info", "action": "handler_finished",
@@ -307,7 +309,7 @@ def test_json_lines():
 def test_configuration_errors_exit_2_with_the_fix_and_no_traceback(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text('{"poll_interval": 0}')
-    assert daemon.main(["run", "--once", "--config", str(path)]) == daemon.EXIT_USAGE
+    assert cli.main(["run", "--once", "--config", str(path)]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert "configuration error" in err and "poll_interval" in err and "Traceback" not in err
 
@@ -316,9 +318,9 @@ def test_check_config_says_whether_the_file_is_valid(tmp_path, capsys):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text('{"approval": {"leader_only": true}}')
     bad.write_text('{"approval": {"leader": true}}')
-    assert daemon.main(["check-config", "--config", str(good)]) == daemon.EXIT_OK
+    assert cli.main(["check-config", "--config", str(good)]) == cli.EXIT_OK
     assert "is valid" in capsys.readouterr().out
-    assert daemon.main(["check-config", "--config", str(bad)]) == daemon.EXIT_USAGE
+    assert cli.main(["check-config", "--config", str(bad)]) == cli.EXIT_USAGE
     assert "unknown key 'leader'" in capsys.readouterr().err
 
 
@@ -326,19 +328,19 @@ def test_https_imds_url_is_refused_when_the_tls_library_is_not_loaded(tmp_path, 
     path = tmp_path / "config.json"
     path.write_text('{"imds_url": "https://169.254.169.254"}')
     monkeypatch.setitem(sys.modules, "ssl", None)     # as when run as a program
-    assert daemon.main(["check-config", "--config", str(path)]) == daemon.EXIT_USAGE
+    assert cli.main(["check-config", "--config", str(path)]) == cli.EXIT_USAGE
     assert "no TLS endpoint" in capsys.readouterr().err
 
 
 def test_bad_url_on_the_command_line_is_a_configuration_error(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text("{}")
-    assert daemon.main(["status", "--config", str(path), "--imds-url", "ftp://x"]) == 2
+    assert cli.main(["status", "--config", str(path), "--imds-url", "ftp://x"]) == 2
     assert "imds_url" in capsys.readouterr().err
 
 
 def test_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as info:
-        daemon.main(["run", "--bogus"])
-    assert info.value.code == daemon.EXIT_USAGE
+        cli.main(["run", "--bogus"])
+    assert info.value.code == cli.EXIT_USAGE
     assert "see --help" in capsys.readouterr().err

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from watcher_decisions import (Planner, approval_policy, handler_environment, handler_input, handler_time_limit,
-                               owes_recover)
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.decisions import (
+    Planner, approval_policy, handler_environment, handler_input, handler_time_limit, owes_recover)
 
 from .helpers import ID_A, ID_B, ID_C, NOT_BEFORE, NOW, approval, event
 

@@ -13,12 +13,11 @@ import sys
 
 import pytest
 
-import scheduled_events_watcher as daemon
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
 from mock_imds_helpers import start_mock
 
 from ..plugins.module_utils.fakes import FakeClock
-from .conftest import DAEMON
-from .helpers import LogSink, config
+from .helpers import LogSink, config, watcher_command, watcher_environment
 from .test_daemon import InlineWatcher
 
 FLEET = {"default_vm": "web_0",
@@ -73,7 +72,7 @@ class Vm(object):
         env = dict(os.environ)
         env.pop("AZURE_IMDS_URL", None)
         env.pop("JOURNAL_STREAM", None)
-        return [sys.executable, DAEMON] + list(args) + ["--config", str(self.config)], env
+        return watcher_command(*args) + ["--config", str(self.config)], watcher_environment(env)
 
     def once(self, expect=0):
         argv, env = self.command("run", "--once")
@@ -247,7 +246,7 @@ def test_never_more_than_one_request_per_second_through_every_fault(tmp_path):
         ]
         cfg = config(tmp_path, imds_url=handle.vm_url("web_0"), resource_name="web_0",
                      approval={"user_events_at_once": True})
-        client = daemon.make_client(cfg, clock=clock, sleep=clock.sleep, wall_clock=lambda: EPOCH + clock.now)
+        client = cli.make_client(cfg, clock=clock, sleep=clock.sleep, wall_clock=lambda: EPOCH + clock.now)
         log = LogSink()
         script = {505.0: faults[:3], 520.0: faults[3:]}
         user_event = {"event_type": "Reboot", "resources": ["web_0"], "event_source": "User"}
@@ -264,7 +263,7 @@ def test_never_more_than_one_request_per_second_through_every_fault(tmp_path):
             if clock.now >= 540:
                 watcher.stopping = True
 
-        watcher = InlineWatcher(cfg, client, log, daemon.StateStore(cfg["state_dir"]), clock=clock,
+        watcher = InlineWatcher(cfg, client, log, cli.StateStore(cfg["state_dir"]), clock=clock,
                                 wall_clock=lambda: EPOCH + clock.now, idle=idle)
         watcher.outcomes = {}
         watcher.resolve_name()

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from watcher_handlers import SE_VALUE_MAX_BYTES, PhaseRunner, discover, handler_env_values, permission_problem
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.handlers import (
+    SE_VALUE_MAX_BYTES, PhaseRunner, discover, handler_env_values, permission_problem)
 
 from .helpers import ID_A, IGNORING_SIGTERM, NOW, LogSink, config, event, write_handler
 

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-import _imds
-import scheduled_events_watcher as daemon
-import watcher_config
-from watcher_config import ConfigError, check_config, load_config, stop_timeout
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import config as watcher_config
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.config import (
+    ConfigError, check_config, load_config, stop_timeout)
 
 NAN, INF = float("nan"), float("inf")
 
@@ -123,7 +124,7 @@ def test_a_json_literal_where_no_number_is_checked_is_refused_too(tmp_path, monk
 def test_check_config_refuses_them_with_exit_2_and_no_traceback(tmp_path, capsys, text):
     path = tmp_path / "config.json"
     path.write_text(text)
-    assert daemon.main(["check-config", "--config", str(path)]) == daemon.EXIT_USAGE
+    assert cli.main(["check-config", "--config", str(path)]) == cli.EXIT_USAGE
     captured = capsys.readouterr()
     assert "configuration error" in captured.err and "Traceback" not in captured.err + captured.out
     assert "is valid" not in captured.out
@@ -132,7 +133,7 @@ def test_check_config_refuses_them_with_exit_2_and_no_traceback(tmp_path, capsys
 def test_run_refuses_a_bad_configuration_before_anything_starts(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"state_dir": str(tmp_path / "state"), "handler_timeout": 1e308}))
-    assert daemon.main(["run", "--once", "--config", str(path)]) == daemon.EXIT_USAGE
+    assert cli.main(["run", "--once", "--config", str(path)]) == cli.EXIT_USAGE
     assert "handler_timeout must be a number from 1 to 86400" in capsys.readouterr().err
     assert not (tmp_path / "state").exists()
 
@@ -148,7 +149,7 @@ def test_stop_timeout_is_the_longest_handler_limit_plus_kill_grace_request_timeo
 def test_check_config_prints_the_stop_timeout_the_unit_needs(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text('{"handler_timeout": 600, "kill_grace": 10}')
-    assert daemon.main(["check-config", "--config", str(path)]) == daemon.EXIT_OK
+    assert cli.main(["check-config", "--config", str(path)]) == cli.EXIT_OK
     assert "a stop may take up to %ds" % (600 + 10 + 10 + 15) in capsys.readouterr().out
 
 
@@ -169,7 +170,7 @@ def test_a_deeply_nested_configuration_is_a_configuration_error_naming_the_file(
         load_config(str(path))
     assert str(path) in str(info.value) and "more than %d deep" % watcher_config.MAX_CONFIG_DEPTH in str(info.value)
     for command in (["check-config"], ["run", "--once"]):
-        assert daemon.main(command + ["--config", str(path)]) == daemon.EXIT_USAGE
+        assert cli.main(command + ["--config", str(path)]) == cli.EXIT_USAGE
         err = capsys.readouterr().err
         assert "configuration error: the configuration %s nests arrays and objects" % path in err
         assert "internal error" not in err and "RecursionError" not in err

@@ -11,9 +11,13 @@ import subprocess
 
 import pytest
 
-import watcher_metrics
-import watcher_state
-from watcher_state import StateError, StateStore, UnsafeDirectory, replace_file
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import metrics as watcher_metrics
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import handlers as watcher_handlers
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import state as watcher_state
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.state import (
+    StateError, StateStore)
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.files import (
+    UnsafeDirectory, replace_file)
 
 from .test_e2e_mock import Vm, mock  # noqa: F401  pylint: disable=unused-import
 
@@ -109,9 +113,9 @@ def test_a_sticky_directory_is_accepted_as_for_handlers(tmp_path):
 
 
 def test_the_rule_is_the_handlers_rule(tmp_path, monkeypatch):
-    """One rule, watcher_handlers.directories_problem, for handlers and for every file written."""
+    """One rule, handlers.directories_problem, for handlers and for every file written."""
     asked = []
-    monkeypatch.setattr(watcher_state.watcher_handlers, "directories_problem",
+    monkeypatch.setattr(watcher_handlers, "directories_problem",
                         lambda path, euid=None: asked.append(path) or "the directory X is not safe")
     with pytest.raises(UnsafeDirectory):
         replace_file(str(tmp_path / "f"), b"", 0o600)

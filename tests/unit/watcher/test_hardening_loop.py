@@ -8,8 +8,11 @@ import os
 
 import pytest
 
-import scheduled_events_watcher as daemon
-import watcher_decisions
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import daemon
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import log as watcher_log
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import records as watcher_records
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import status as watcher_status
 
 from ..plugins.module_utils.fakes import answer
 from .helpers import ID_A, ID_B, config, document
@@ -44,7 +47,7 @@ def test_an_unexpected_error_inside_a_poll_is_logged_and_the_loop_goes_on_after_
         return real_observe(*args)
 
     monkeypatch.setattr(watcher.planner, "observe", broken_once)
-    assert watcher.run_forever() == daemon.EXIT_OK
+    assert watcher.run_forever() == cli.EXIT_OK
     errors = log.messages("internal_error")
     assert len(errors) == 1
     assert "KeyError: 'event_status' at test_hardening_loop.py" in errors[0] and "the watcher goes on" in errors[0]
@@ -111,7 +114,7 @@ def test_malformed_events_never_crash_the_loop_and_the_healthy_ones_are_acted_on
     steps = [doc(healthy, *odd, incarnation=3)] + [answer(200, "")] * 3 + [doc(healthy, *odd, incarnation=3)] * 3
     watcher, transport, clock, log = build(tmp_path, steps, stop_after=1003.5)
     start(watcher)
-    assert watcher.run_forever() == daemon.EXIT_OK
+    assert watcher.run_forever() == cli.EXIT_OK
     assert "internal_error" not in log.actions(), log.messages("internal_error")
     # The healthy event, the one whose Resources was a single string and the one whose NotBefore
     # could not be read (its drain is then limited by its timeout alone) were drained and approved;
@@ -246,7 +249,7 @@ def test_a_newer_incarnation_without_the_event_ends_it_at_once(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 def good_record(event_id=ID_A, **fields):
-    record = watcher_decisions.new_record({"event_id": event_id, "event_type": "Reboot", "event_status": "Scheduled",
+    record = watcher_records.new_record({"event_id": event_id, "event_type": "Reboot", "event_status": "Scheduled",
                                            "resources": ["web_0"], "not_before": None}, True, 3)
     record.update(fields)
     return record
@@ -277,7 +280,7 @@ def test_a_bad_record_is_set_aside_and_logged_the_rest_kept(tmp_path, bad, reaso
     on_disk = json.loads((state_dir / "state.json").read_text())
     assert on_disk["set_aside"][0]["key"] == ID_B.lower() and on_disk["set_aside"][0]["record"] == bad
     assert reason in on_disk["set_aside"][0]["reason"]
-    assert watcher.run_once() == daemon.EXIT_OK                       # and the loop runs
+    assert watcher.run_once() == cli.EXIT_OK                       # and the loop runs
     assert json.loads((state_dir / "state.json").read_text())["set_aside"][0]["record"] == bad
 
 
@@ -285,7 +288,7 @@ def test_a_record_written_before_the_new_fields_still_loads():
     old = good_record()
     for field in ("seen_incarnation", "missing_polls", "gone_at"):
         del old[field]
-    record, problem = watcher_decisions.check_record(ID_A.lower(), old)
+    record, problem = watcher_records.check_record(ID_A.lower(), old)
     assert problem is None and record["missing_polls"] == 0 and record["seen_incarnation"] is None
 
 
@@ -299,7 +302,7 @@ HOSTILE = "x\nERROR: event 00000000: approval sent\r\x1b[31m\u2028<3>"
 @pytest.mark.parametrize("log_format, journald", [("text", False), ("text", True), ("json", False), ("json", True)])
 def test_a_control_character_in_a_field_never_forges_a_log_line(log_format, journald):
     out = io.StringIO()
-    log = daemon.Logger(out, log_format, journald=journald, wall_clock=lambda: 0.0)
+    log = watcher_log.Logger(out, log_format, journald=journald, wall_clock=lambda: 0.0)
     log("info", "handler_output", "event X: drain/10-x: %s" % HOSTILE, line=HOSTILE)
     lines = out.getvalue().split("\n")
     assert len(lines) == 2 and lines[1] == ""
@@ -317,7 +320,7 @@ def test_an_imds_description_with_a_newline_stays_on_one_line_end_to_end(tmp_pat
     ev = dict(scheduled(resources=["web_1"]), Description="maintenance\nERROR: forged line")
     out = io.StringIO()
     watcher, transport, clock, log = build(tmp_path, [doc(ev)], stop_after=1000.5)
-    watcher.log = daemon.Logger(out, "text", journald=False)
+    watcher.log = watcher_log.Logger(out, "text", journald=False)
     start(watcher)
     watcher.run_once()
     assert not any(line.startswith("ERROR: forged") for line in out.getvalue().splitlines())
@@ -332,18 +335,18 @@ def test_an_internal_error_of_a_command_is_one_line_and_exit_1(tmp_path, capsys,
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"resource_name": "web_0", "imds_url": "http://127.0.0.1:9",
                                 "state_dir": str(tmp_path / "state")}))
-    monkeypatch.setattr(daemon, "status_report", lambda *a: {}["boom"])
-    assert daemon.main(["status", "--config", str(path)]) == daemon.EXIT_FAILED
+    monkeypatch.setattr(watcher_status, "status_report", lambda *a: {}["boom"])
+    assert cli.main(["status", "--config", str(path)]) == cli.EXIT_FAILED
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error: KeyError: 'boom'" in err and "Traceback" not in err
 
 
 def test_start_and_stop_report_file_errors_without_a_traceback(tmp_path, capsys):
     pid_file = str(tmp_path / "missing-dir" / "watcher.pid")
-    assert daemon.main(["stop", "--pid-file", pid_file]) == daemon.EXIT_OK
+    assert cli.main(["stop", "--pid-file", pid_file]) == cli.EXIT_OK
     assert "not running" in capsys.readouterr().out
-    assert daemon.main(["start", "--pid-file", pid_file, "--config", str(tmp_path / "none.json"),
-                        "--log-file", str(tmp_path / "missing-dir" / "log")]) == daemon.EXIT_USAGE
+    assert cli.main(["start", "--pid-file", pid_file, "--config", str(tmp_path / "none.json"),
+                        "--log-file", str(tmp_path / "missing-dir" / "log")]) == cli.EXIT_USAGE
     captured = capsys.readouterr()
     assert "does not exist" in captured.out and "Traceback" not in captured.err
 
@@ -370,6 +373,6 @@ def test_run_whose_state_directory_cannot_be_created_keeps_trying_without_exitin
 def test_a_pid_file_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"resource_name": "web_0", "state_dir": str(tmp_path / "state")}))
-    assert daemon.main(["run", "--once", "--config", str(path), "--pid-file",
-                        str(tmp_path / "missing" / "pid")]) == daemon.EXIT_USAGE
+    assert cli.main(["run", "--once", "--config", str(path), "--pid-file",
+                        str(tmp_path / "missing" / "pid")]) == cli.EXIT_USAGE
     assert "cannot write the pid file" in capsys.readouterr().out

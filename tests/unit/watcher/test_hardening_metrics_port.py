@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-import watcher_metrics
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import metrics as watcher_metrics
 
 IDLE_CONNECTIONS = 500
 

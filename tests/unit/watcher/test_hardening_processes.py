@@ -10,9 +10,11 @@ import time
 
 import pytest
 
-import watcher_processes
-from watcher_handlers import OUTPUT_LIMIT, PhaseRunner, command_problem, permission_problem
-from watcher_state import StateStore
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import processes as watcher_processes
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.handlers import (
+    OUTPUT_LIMIT, PhaseRunner, command_problem, permission_problem)
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.state import (
+    StateStore)
 
 from .helpers import ID_A, IGNORING_SIGTERM, NOW, LogSink, config, event, wait_until, write_handler
 from .test_e2e_mock import Vm, mock  # noqa: F401  pylint: disable=unused-import
@@ -331,7 +333,7 @@ def test_stop_without_systemd_ends_the_handler_of_a_watcher_it_had_to_kill(tmp_p
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
 def test_stop_timeout_must_be_a_number_of_seconds(tmp_path, capsys, value):
-    from scheduled_events_watcher import main
+    from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.__main__ import main  # pylint: disable=import-outside-toplevel
     with pytest.raises(SystemExit) as info:
         main(["stop", "--pid-file", str(tmp_path / "pid"), "--timeout", value])
     assert info.value.code == 2 and "--timeout" in capsys.readouterr().err

@@ -16,11 +16,13 @@ import threading
 
 import pytest
 
-import _imds
-import scheduled_events_watcher as daemon
-import watcher_processes
-import watcher_state
-from watcher_state import LOCK_FILE, StateLocked, StateStore
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import daemon
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import processes as watcher_processes
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import state as watcher_state
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.state import (
+    LOCK_FILE, StateLocked, StateStore)
 
 from .helpers import ID_A, event, wait_until, write_handler
 from .test_daemon import build, doc, scheduled
@@ -89,7 +91,7 @@ def test_a_second_watcher_or_run_once_refuses_naming_the_pid_and_leaves_the_live
             second = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
                                     check=False)
             out = second.stdout.decode()
-            assert second.returncode == daemon.EXIT_LOCKED, out
+            assert second.returncode == cli.EXIT_LOCKED, out
             assert "another watcher (pid %d) holds the state directory %s" % (first.proc.pid, tmp_path / "state") \
                 in out, out
             assert "Traceback" not in out and "this VM is" not in out
@@ -196,7 +198,7 @@ def test_run_once_on_a_read_only_state_at_start_backs_off_tells_systemd_it_is_al
     monkeypatch.setattr(daemon, "INTERNAL", _imds.RetryRule("an internal error", base=0.01, cap=0.01))
     failed = failing_writes(monkeypatch, 3)
     try:
-        code = daemon.main(["run", "--once", "--config", str(vm.config)])
+        code = cli.main(["run", "--once", "--config", str(vm.config)])
         out = capsys.readouterr().out
         messages = []
         while True:
@@ -206,7 +208,7 @@ def test_run_once_on_a_read_only_state_at_start_backs_off_tells_systemd_it_is_al
                 break
     finally:
         notify.close()
-    assert code == daemon.EXIT_OK, out
+    assert code == cli.EXIT_OK, out
     assert len(failed) == 3 and out.count("cannot use the state in") == 1
     assert "can be used again after 3 failed attempts" in out
     assert messages[0] == "READY=1\nSTATUS=state directory unusable"

@@ -14,12 +14,11 @@ logs its own line."""
 import subprocess
 import sys
 
-from .conftest import WATCHER_FILES
+from .helpers import watcher_environment
 
 SCENARIO = r"""
 import os, signal, sys, threading, time
-sys.path.insert(0, sys.argv[1])
-import scheduled_events_watcher as daemon
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import log as watcher_log
 
 read_end, write_end = os.pipe()
 os.set_blocking(write_end, False)
@@ -30,7 +29,7 @@ except BlockingIOError:
     pass
 os.set_blocking(write_end, True)
 stream = os.fdopen(write_end, "w")
-log = daemon.Logger(stream, "text", journald=False, wall_clock=lambda: 0.0)
+log = watcher_log.Logger(stream, "text", journald=False, wall_clock=lambda: 0.0)
 main_tid = threading.get_native_id()
 drain = threading.Event()
 chunks = []
@@ -79,7 +78,7 @@ print(text, end="")
 
 
 def test_a_signal_handler_that_logs_in_the_middle_of_a_log_write_breaks_nothing():
-    run = subprocess.run([sys.executable, "-c", SCENARIO, WATCHER_FILES], stdout=subprocess.PIPE,
+    run = subprocess.run([sys.executable, "-c", SCENARIO], env=watcher_environment(), stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, timeout=120, check=False)
     lines = run.stdout.decode().splitlines()
     assert run.returncode == 0, lines

@@ -9,14 +9,14 @@ import sys
 
 import pytest
 
-import scheduled_events_watcher as daemon
-import watcher_config
-import watcher_metrics
-import watcher_notify
-from watcher_state import StateStore
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import daemon
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import config as watcher_config
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import metrics as watcher_metrics
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import notify as watcher_notify
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.state import (
+    StateStore)
 
-from .conftest import DAEMON
-from .helpers import ID_A, ID_B, ID_C, LogSink, event
+from .helpers import ID_A, ID_B, ID_C, LogSink, event, watcher_command, watcher_environment
 from .notify_receiver import free_port, self_signed_certificate
 
 RECEIVER_WAIT = 60.0         # only bounds a hang
@@ -140,8 +140,8 @@ def test_a_target_takes_the_defaults_and_its_own_values(tmp_path):
 def test_check_config_refuses_a_bad_target_with_exit_2_and_no_traceback(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"notify": [{"url": "http://127.0.0.1/x", "max_attempts": "many"}]}))
-    proc = subprocess.run([sys.executable, DAEMON, "check-config", "--config", str(path)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=60, check=False)
+    proc = subprocess.run(watcher_command("check-config", "--config", str(path)), env=watcher_environment(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, check=False)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr.decode()
     assert "notify[0].max_attempts must be a whole number from 1 to 1000, got 'many'" in proc.stderr.decode()

@@ -10,8 +10,7 @@ import sys
 
 from .conftest import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
-import collection_path  # noqa: E402  pylint: disable=wrong-import-position,import-error
+import collection_path  # tests/harness, made importable by tests/unit/conftest.py  # pylint: disable=import-error
 
 from ..playbooks.conftest import one_case_per_host_playbook  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -59,8 +58,11 @@ def test_the_role_wires_notify_from_its_variables(tmp_path, fleet_mock, receiver
     rc, output = deploy(tmp_path, host, {})
     try:
         assert rc == 0, output
-        assert sorted(n for n in os.listdir(str(base / "lib")) if n.startswith("_") and n.endswith(".py")) == [
-            "_imds.py", "_transitions.py"]  # the role copies both; a running watcher may add __pycache__
+        # The role copies every file of plugins/module_utils (_imds.py and _transitions.py among them) under the
+        # name the package imports them by; a running watcher may add __pycache__.
+        shared = base / "lib" / "ansible_collections" / "azure_imds" / "scheduled_events" / "plugins" / "module_utils"
+        assert sorted(n for n in os.listdir(str(shared)) if n.endswith(".py")) == sorted(
+            n for n in os.listdir(os.path.join(ROOT, "plugins", "module_utils")) if n.endswith(".py"))
         with open(str(base / "etc" / "config.json")) as handle:
             config = json.load(handle)
         assert config["notify"] == [

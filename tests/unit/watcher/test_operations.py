@@ -20,12 +20,12 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-import watcher_liveness
-import watcher_metrics
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import liveness as watcher_liveness
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import metrics as watcher_metrics
 from mock_imds_helpers import MOCK_PATH, start_mock
 
-from .conftest import DAEMON, ROOT, WATCHER_FILES
-from .helpers import config
+from .conftest import ROOT
+from .helpers import config, watcher_command, watcher_environment
 from .test_e2e_mock import FLEET, Vm
 
 # Generous bounds for a busy 2-core machine: waits end as soon as the condition holds.
@@ -447,31 +447,31 @@ def test_without_notify_socket_nothing_is_sent(tmp_path):
 # VERSION file the role installs
 # --------------------------------------------------------------------------------------------
 
-def version_of(argv, cwd=None):
-    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, check=False)
+def version_of(argv, cwd=None, env=None):
+    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, check=False)
     assert proc.returncode == 0, proc.stdout
     return proc.stdout.decode().strip()
 
 
 def copy_watcher(directory):
-    os.makedirs(str(directory))
-    for name in os.listdir(WATCHER_FILES):
-        if name.endswith(".py"):
-            shutil.copy(os.path.join(WATCHER_FILES, name), str(directory))
-    # What the role installs beside the daemon (roles/watcher/vars/main.yml, _watcher_shared_files).
-    for name in ("_imds.py", "_transitions.py"):
-        shutil.copy(os.path.join(ROOT, "plugins", "module_utils", name), str(directory))
-    return os.path.join(str(directory), "scheduled_events_watcher.py")
+    """The layout the role installs (roles/watcher/tasks/present.yml): the package, and the
+    collection's module_utils under an ansible_collections tree beside it. Answers (argv, env)."""
+    shutil.copytree(os.path.join(ROOT, "roles", "watcher", "files", "scheduled_events_watcher"),
+                    str(directory / "scheduled_events_watcher"), ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(os.path.join(ROOT, "plugins", "module_utils"),
+                    str(directory / "ansible_collections" / "azure_imds" / "scheduled_events" / "plugins" / "module_utils"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return [sys.executable, "-m", "scheduled_events_watcher"], dict(os.environ, PYTHONPATH=str(directory))
 
 
 def test_watcher_version(tmp_path):
-    assert version_of([sys.executable, DAEMON, "--version"]) == "azure-imds-watcher %s" % GALAXY_VERSION
-    copied = copy_watcher(tmp_path / "usr" / "lib" / "azure-imds-watcher")
-    assert version_of([sys.executable, copied, "--version"]) == "azure-imds-watcher unknown"
+    assert version_of(watcher_command("--version"), env=watcher_environment()) == "azure-imds-watcher %s" % GALAXY_VERSION
+    copied, env = copy_watcher(tmp_path / "usr" / "lib" / "azure-imds-watcher")
+    assert version_of(copied + ["--version"], cwd="/", env=env) == "azure-imds-watcher unknown"
     (tmp_path / "MANIFEST.json").write_text(json.dumps({"collection_info": {"version": "7.1.2"}}))
-    assert version_of([sys.executable, copied, "--version"]) == "azure-imds-watcher 7.1.2"
+    assert version_of(copied + ["--version"], cwd="/", env=env) == "azure-imds-watcher 7.1.2"
     (tmp_path / "usr" / "lib" / "azure-imds-watcher" / "VERSION").write_text("9.8.7\n")
-    assert version_of([sys.executable, copied, "--version"]) == "azure-imds-watcher 9.8.7"
+    assert version_of(copied + ["--version"], cwd="/", env=env) == "azure-imds-watcher 9.8.7"
 
 
 def test_mock_version(tmp_path):

@@ -9,16 +9,14 @@ import os
 import subprocess
 import sys
 
-from .conftest import WATCHER_FILES
-from .helpers import wait_until
+from .helpers import wait_until, watcher_environment
 
 READ_OWN_PID = """
 import os, sys
-sys.path.insert(0, sys.argv[1])
-import scheduled_events_watcher, watcher_liveness
-with open(sys.argv[2], "w") as handle:
+from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import liveness, pidfile
+with open(sys.argv[1], "w") as handle:
     handle.write(str(os.getpid()))
-print(scheduled_events_watcher.read_pid(sys.argv[2]), watcher_liveness.pid_is_watcher(os.getpid()))
+print(pidfile.read_pid(sys.argv[1]), liveness.pid_is_watcher(os.getpid()))
 """
 
 
@@ -30,14 +28,14 @@ def cmdline_of(pid):
 def test_a_pid_file_naming_the_reader_itself_is_no_running_watcher(tmp_path):
     pid_file = str(tmp_path / "watcher.pid")
     # The extra argument makes the reader a watcher by its command line, as the installed command is.
-    out = subprocess.run([sys.executable, "-c", READ_OWN_PID, WATCHER_FILES, pid_file, "scheduled_events_watcher"],
-                         stdout=subprocess.PIPE, check=True).stdout.decode().split()
+    out = subprocess.run([sys.executable, "-c", READ_OWN_PID, pid_file, "scheduled_events_watcher"],
+                         env=watcher_environment(), stdout=subprocess.PIPE, check=True).stdout.decode().split()
     assert out == ["None", "False"]
 
 
 def test_a_pid_file_naming_another_watcher_process_is_a_running_watcher(tmp_path):
-    import scheduled_events_watcher  # pylint: disable=import-outside-toplevel,import-error
-    import watcher_liveness  # pylint: disable=import-outside-toplevel,import-error
+    from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import pidfile  # pylint: disable=import-outside-toplevel
+    from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import liveness as watcher_liveness
 
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "scheduled_events_watcher"])
     try:
@@ -45,10 +43,10 @@ def test_a_pid_file_naming_another_watcher_process_is_a_running_watcher(tmp_path
             "the stand-in watcher never showed its command line"
         pid_file = tmp_path / "watcher.pid"
         pid_file.write_text(str(other.pid))
-        assert scheduled_events_watcher.read_pid(str(pid_file)) == other.pid
+        assert pidfile.read_pid(str(pid_file)) == other.pid
         assert watcher_liveness.pid_is_watcher(other.pid)
     finally:
         other.kill()
         other.wait()
-    assert scheduled_events_watcher.read_pid(str(pid_file)) is None
+    assert pidfile.read_pid(str(pid_file)) is None
     assert os.path.exists(str(pid_file))

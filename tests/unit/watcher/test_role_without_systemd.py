@@ -16,8 +16,7 @@ import pytest
 
 from .conftest import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
-import collection_path  # noqa: E402  pylint: disable=wrong-import-position,import-error
+import collection_path  # tests/harness, made importable by tests/unit/conftest.py  # pylint: disable=import-error
 
 GUIDE = os.path.join(ROOT, "docs", "docsite", "rst", "troubleshooting.rst")
 RUN_LIMIT = 600.0           # bounds a hang of one playbook run on a busy machine
@@ -148,13 +147,19 @@ def test_removal_works_from_every_half_installed_state_and_keeps_the_users_own_f
     unit = roots["unit_without_systemd"] / "systemd" / "azure-imds-watcher.service"
     unit.write_text("[Unit]\nDescription=left by a run that failed\n")
     (roots["stale_pid_file"] / "run" / "watcher.pid").write_text("%d\n" % dead_pid())
-    # A first install whose copy stopped part-way: the program without the modules it imports (nor
+    # A first install whose copy stopped part-way: the program's __main__ without the modules it imports (nor
     # the __pycache__ a run of the program may have left beside them).
     for name in os.listdir(str(roots["partial_program"] / "lib")):
         path = str(roots["partial_program"] / "lib" / name)
-        if os.path.isdir(path):
+        if name == "scheduled_events_watcher":
+            for module in os.listdir(path):
+                if os.path.isdir(os.path.join(path, module)):
+                    shutil.rmtree(os.path.join(path, module))
+                elif module != "__main__.py":
+                    os.remove(os.path.join(path, module))
+        elif os.path.isdir(path):
             shutil.rmtree(path)
-        elif name != "scheduled_events_watcher.py":
+        else:
             os.remove(path)
     # The user's own files in the configuration directory, beside the role's.
     users = roots["users_files"] / "etc"

@@ -30,8 +30,9 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from _transitions import TransitionTracker
-from watcher_decisions import Log
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._transitions import TransitionTracker
+
+from .log import Log
 
 NOTIFY_STATE_VERSION = 1
 # The backoff between two attempts of one notification: 1 s, doubling, at most a minute (a

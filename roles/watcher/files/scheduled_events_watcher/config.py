@@ -14,7 +14,7 @@ import os
 import re
 from urllib.parse import urlsplit
 
-import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
 
 PHASES = ("drain", "started", "recover")
 POLICIES = ("after_drain", "immediate", "none")

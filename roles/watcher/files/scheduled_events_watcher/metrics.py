@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 
-from watcher_state import replace_file
+from .files import replace_file
 
 PREFIX = "azure_imds_watcher_"
 POLL_OUTCOMES = ("ok", "http_error", "throttled", "timeout", "connection_error", "bad_document")

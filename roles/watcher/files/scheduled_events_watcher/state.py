@@ -33,11 +33,11 @@ import fcntl
 import glob
 import json
 import os
-import tempfile
 import threading
 import time
 
-import watcher_handlers
+from .files import replace_file
+from .handlers import directories_problem
 
 STATE_VERSION = 1
 STATE_FILE = "state.json"
@@ -115,7 +115,7 @@ class StateStore(object):
         # on_write("ok" | "failed") after each attempt to write the file (the watcher's metrics).
         self.on_write = None
         # The notify section's source: state_snapshot() in each write, state_written() once the
-        # file holds it (watcher_notify.Notifications), or None.
+        # file holds it (notify.Notifications), or None.
         self.notify = None
         # The notify section as loaded, written back as it was until self.notify takes over (or
         # forget_notify()): a write before that (ending a killed predecessor's handlers) must not
@@ -174,7 +174,7 @@ class StateStore(object):
                              % (self.directory, exc.strerror or exc))
         # The state says which handlers ran and which events were approved: only root (or the
         # watcher's user) may be able to change it, by the rule every file the watcher writes follows.
-        problem = watcher_handlers.directories_problem(self.path)
+        problem = directories_problem(self.path)
         if problem:
             raise StateError("refused to use the state directory %s: %s" % (self.directory, problem))
 
@@ -338,72 +338,3 @@ def _pid_in(fd):
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     return pid if pid > 0 else None
-
-
-class UnsafeDirectory(OSError):
-    """A directory the watcher would write in, or one on the way to it, can be changed by someone
-    other than root or the watcher's user; strerror says which and how to fix it."""
-
-
-def refuse_unsafe_directory(path):
-    """Raise UnsafeDirectory unless every directory on the way to path passes
-    watcher_handlers.directories_problem (FileNotFoundError if path's directory does not exist)."""
-    problem = watcher_handlers.directories_problem(path)
-    if problem:
-        directory = os.path.dirname(path) or "."
-        if not os.path.isdir(directory):
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), directory)
-        raise UnsafeDirectory(errno.EPERM, "refused to write there: %s" % problem, path)
-
-
-def open_private_log(path):
-    """A log that keeps handler output (which may carry secrets), opened for appending: created
-    0600 and an older one made 0600, never through a symbolic link, in a directory that passes
-    refuse_unsafe_directory."""
-    refuse_unsafe_directory(path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-    except OSError:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "ab")
-
-
-def replace_file(path, data, mode, durable=False):
-    """Replace path with data atomically: a temporary file in the same directory renamed over it,
-    so a reader (node_exporter, `status`) sees the old or the new file, never half of one.
-    durable: fsync the file and the directory too, so the rename survives a power cut.
-
-    The watcher runs as root and some of these directories belong to other services (node_exporter's
-    textfile directory): every directory on the way must pass watcher_handlers.directories_problem,
-    the rule handler directories pass (UnsafeDirectory otherwise), and the temporary file is created
-    as mkstemp does, with a name nobody can guess, O_EXCL and O_NOFOLLOW, so that no symbolic link
-    or file planted there is ever followed, truncated or made readable."""
-    directory = os.path.dirname(path) or "."
-    refuse_unsafe_directory(path)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-", dir=directory)
-    try:
-        try:
-            os.fchmod(fd, mode)          # mkstemp's 0600, whatever the umask
-            while data:
-                written = os.write(fd, data)
-                data = data[written:]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        # A full disk or a read-only directory leaves no litter (a kill may: load() sweeps it).
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
-    if durable:
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)

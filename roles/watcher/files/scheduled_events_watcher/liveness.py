@@ -16,9 +16,10 @@ import re
 import socket
 import time
 
-import _imds
-import watcher_metrics
-from watcher_state import replace_file
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+
+from . import metrics
+from .files import replace_file
 
 STATUS_FILE = "status.json"
 VERSION_FILE = "VERSION"
@@ -32,12 +33,13 @@ DEGRADED_AFTER_SECONDS = 60.0
 STALE_MARGIN_SECONDS = 30.0
 EXIT_HEALTHY, EXIT_DEGRADED, EXIT_DOWN = 0, 1, 3
 
-_HERE = os.path.dirname(os.path.realpath(__file__))
+# The directory that holds this package: on a VM the role's install directory, with VERSION in it.
+_HERE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _GALAXY_VERSION_RE = re.compile(r"""^version:\s*["']?([^\s"'#]+)""", re.M)
 
 
 def collection_version(here=_HERE):
-    """The collection's version: the VERSION file the role installs beside the program, else the
+    """The collection's version: the VERSION file the role installs beside the package, else the
     galaxy.yml (a checkout) or MANIFEST.json (an installed collection) above this file."""
     try:
         with open(os.path.join(here, VERSION_FILE)) as handle:
@@ -252,7 +254,7 @@ class Telemetry(object):
         self._waiting = False
         self.started_at = self._wall_clock()
         wanted = config["metrics_textfile"] or config["metrics_port"]
-        self.metrics = watcher_metrics.WatcherMetrics(version, self.started_at) if wanted else None
+        self.metrics = metrics.WatcherMetrics(version, self.started_at) if wanted else None
         self.server = None
         self.status = {"pid": os.getpid(), "version": version, "started_at": self.started_at,
                        "last_successful_poll": None, "last_error": None, "failing_since": None, "failed_polls": 0,
@@ -264,7 +266,7 @@ class Telemetry(object):
         port = self.config["metrics_port"]
         if port and self.metrics is not None:
             try:
-                self.server = watcher_metrics.serve(self.metrics, port)
+                self.server = metrics.serve(self.metrics, port)
                 self.log("info", "metrics", "serving metrics on http://127.0.0.1:%d/metrics" % port, port=port)
             except OSError as exc:
                 self.log("error", "metrics", "cannot serve metrics on 127.0.0.1:%d (%s); choose a free port in "
@@ -382,7 +384,7 @@ class Telemetry(object):
                 if self._broken.pop("metrics textfile directory", None):
                     self.log("info", "metrics", "the metrics textfile's directory %s exists now: writing %s"
                              % (os.path.dirname(textfile), textfile))
-                self._attempt("metrics textfile", textfile, lambda path: watcher_metrics.write_textfile(self.metrics, path))
+                self._attempt("metrics textfile", textfile, lambda path: metrics.write_textfile(self.metrics, path))
 
     def _textfile_directory_missing(self, path):
         """No textfile while node_exporter's directory is not there: said once, at info, as no fault.

@@ -21,8 +21,8 @@ import tempfile
 import threading
 import time
 
-import watcher_processes
-from watcher_decisions import (STOPPED, applies, handler_environment, handler_input, handler_time_limit,
+from . import processes
+from .decisions import (STOPPED, applies, handler_environment, handler_input, handler_time_limit,
                                not_before_epoch)
 
 # Output kept per handler run (the rest is counted and dropped), lines and characters logged.
@@ -186,7 +186,7 @@ def directories_problem(path, euid=None):
     need not exist), or None: every directory from / down to the one holding it, along the path as
     written and along the path its symbolic links lead to, must be writable only by its owner
     (sticky directories aside) and owned by root or the watcher's user. Handlers (above) and every
-    file the watcher writes (watcher_state.replace_file) are held to it."""
+    file the watcher writes (files.replace_file) are held to it."""
     euid = os.geteuid() if euid is None else euid
     seen = set()
     for candidate in (os.path.abspath(path), os.path.realpath(path)):
@@ -256,7 +256,7 @@ class PhaseRunner(object):
         self.resource_name = resource_name
         self._clock = clock or time.monotonic
         self._wall_clock = wall_clock or time.time
-        self._popen = popen or watcher_processes.default_popen
+        self._popen = popen or processes.default_popen
         self._timer = timer or threading.Timer
         self._on_spawned = on_spawned or (lambda entry: None)
         self._on_exited = on_exited or (lambda pid: None)
@@ -346,9 +346,9 @@ class PhaseRunner(object):
                 self._on_spawned(entry)
 
             try:
-                proc = watcher_processes.spawn_gated(handler.argv, self._popen, record, stdin=stdin,
+                proc = processes.spawn_gated(handler.argv, self._popen, record, stdin=stdin,
                                                      stdout=write_end, stderr=subprocess.STDOUT, env=env, cwd="/")
-            except (OSError, watcher_processes.SpawnError) as exc:
+            except (OSError, processes.SpawnError) as exc:
                 os.close(write_end)
                 os.close(read_end)
                 detail = "cannot start %s: %s" % (handler.argv[0], getattr(exc, "strerror", None) or exc)
@@ -405,7 +405,7 @@ class PhaseRunner(object):
         """The handler has exited: what it left in its process group (a background child, even one
         that ignores SIGTERM) ends now, SIGTERM then SIGKILL after kill_grace, and is logged. Its
         record stays in the state file until then, so a kill meanwhile leaves it to the next start."""
-        outcome = watcher_processes.end_group(spawned, kill_grace) if spawned else "gone"
+        outcome = processes.end_group(spawned, kill_grace) if spawned else "gone"
         if outcome != "gone":
             self.log("warning", "handler_group_ended", "event %s: handler %s exited but left processes in its process "
                      "group %d: %s (a handler must not leave processes behind)"
@@ -486,7 +486,7 @@ class _Expiry(object):
         with self._lock:
             if self._done:
                 return
-            watcher_processes.signal_group(self.proc.pid, sig)
+            processes.signal_group(self.proc.pid, sig)
 
     def fire(self):
         with self._lock:
