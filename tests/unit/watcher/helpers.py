@@ -42,7 +42,7 @@ NOT_BEFORE = "2023-11-14T22:28:20Z"   # NOW + 900 s
 
 def event(event_id=ID_A, event_type="Reboot", status="Scheduled", resources=("web_0",), not_before=NOT_BEFORE,
           source="Platform", duration=-1, description=""):
-    """A normalised event, as _imds.ScheduledEvents.events holds it."""
+    """A normalised event, as _event.ScheduledEvents.events holds it."""
     return {
         "event_id": event_id, "event_type": event_type, "event_status": status, "resource_type": "VirtualMachine",
         "resources": list(resources), "not_before": not_before if status == "Scheduled" else None,

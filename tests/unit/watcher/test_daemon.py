@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _retry
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import daemon
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import log as watcher_log
@@ -59,7 +59,7 @@ def build(tmp_path, steps, cfg=None, name="web_0", dry_run=False, outcomes=None,
             watcher.stopping = True
 
     watcher = InlineWatcher(cfg, client, log, store, clock=clock, wall_clock=lambda: EPOCH + clock.now,
-                            dry_run=dry_run, retry_policy=_imds.RetryPolicy(rng=lambda: 1.0), idle=idle)
+                            dry_run=dry_run, retry_policy=_retry.RetryPolicy(rng=lambda: 1.0), idle=idle)
     watcher.outcomes = outcomes or {}
     return watcher, transport, clock, log
 

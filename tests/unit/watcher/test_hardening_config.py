@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import config as watcher_config
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.config import (
@@ -39,7 +39,7 @@ def test_every_number_refuses_what_is_not_a_finite_number_in_range(key, build, v
     assert message.startswith(key + " must be a "), message
     minimum, maximum = watcher_config.RANGES[key.split(".")[-1] if key.startswith("approval") else
                                              "handler_timeout" if key.startswith("handlers") else key]
-    assert "from %s to %s" % (_imds.format_number(minimum), _imds.format_number(maximum)) in message
+    assert "from %s to %s" % (_edge.format_number(minimum), _edge.format_number(maximum)) in message
     assert "got " in message
 
 
@@ -61,10 +61,10 @@ def test_zero_is_refused_where_it_makes_no_sense_and_accepted_for_kill_grace():
 
 
 def test_poll_interval_floor_is_the_shared_one():
-    assert watcher_config.RANGES["poll_interval"][0] == _imds.MIN_POLL_INTERVAL
-    check_config({"poll_interval": _imds.MIN_POLL_INTERVAL})
+    assert watcher_config.RANGES["poll_interval"][0] == _defaults.MIN_POLL_INTERVAL
+    check_config({"poll_interval": _defaults.MIN_POLL_INTERVAL})
     with pytest.raises(ConfigError):
-        check_config({"poll_interval": _imds.MIN_POLL_INTERVAL / 2})
+        check_config({"poll_interval": _defaults.MIN_POLL_INTERVAL / 2})
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:abc", "http://127.0.0.1:99999", "http://[::1",

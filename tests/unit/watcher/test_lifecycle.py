@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _retry
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import daemon
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import processes as watcher_processes
@@ -195,7 +195,7 @@ def test_run_once_on_a_read_only_state_at_start_backs_off_tells_systemd_it_is_al
     monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "notify"))
     monkeypatch.delenv("JOURNAL_STREAM", raising=False)
     # Short waits instead of 1, 2 s...: the backoff itself is the test above.
-    monkeypatch.setattr(daemon, "INTERNAL", _imds.RetryRule("an internal error", base=0.01, cap=0.01))
+    monkeypatch.setattr(daemon, "INTERNAL", _retry.RetryRule("an internal error", base=0.01, cap=0.01))
     failed = failing_writes(monkeypatch, 3)
     try:
         code = cli.main(["run", "--once", "--config", str(vm.config)])

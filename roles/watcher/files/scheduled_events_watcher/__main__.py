@@ -15,7 +15,7 @@ if __name__ == "__main__":
     sys.modules.setdefault("ssl", None)
 
 # pylint: disable=wrong-import-position
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds  # noqa: E402
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _imds
 
 from . import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, PROGRAM, liveness  # noqa: E402
 from .config import DEFAULT_CONFIG_PATH, ConfigError, check_config, load_config, stop_timeout  # noqa: E402
@@ -36,9 +36,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _seconds_argument(text):
     try:
-        return _imds.check_number(float(text), "--timeout", minimum=0, maximum=_imds.MAX_TIMEOUT)
-    except (ValueError, _imds.ImdsInputError) as exc:
-        raise argparse.ArgumentTypeError(str(exc) if isinstance(exc, _imds.ImdsInputError)
+        return _edge.check_number(float(text), "--timeout", minimum=0, maximum=_defaults.MAX_TIMEOUT)
+    except (ValueError, _edge.ImdsInputError) as exc:
+        raise argparse.ArgumentTypeError(str(exc) if isinstance(exc, _edge.ImdsInputError)
                                          else "--timeout must be a number of seconds, got %r" % text)
 
 
@@ -51,7 +51,7 @@ def build_parser():
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=config_path,
                         help="JSON configuration (default $%s or %s)" % (CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH))
-    common.add_argument("--imds-url", help="IMDS base URL; overrides the configuration and $%s" % _imds.URL_ENV_VAR)
+    common.add_argument("--imds-url", help="IMDS base URL; overrides the configuration and $%s" % _defaults.URL_ENV_VAR)
     common.add_argument("--resource-name", help="this VM's name as Resources spells it (default: ask IMDS)")
     common.add_argument("--state-dir", help="overrides state_dir of the configuration")
     run = sub.add_parser("run", parents=[common], help="poll and act (the service runs this)")
@@ -131,12 +131,12 @@ def _main(argv, out):
             return EXIT_FAILED
     try:
         config = effective_config(args)
-        if (config["imds_url"] or os.environ.get(_imds.URL_ENV_VAR) or "").startswith("https:") \
+        if (config["imds_url"] or os.environ.get(_defaults.URL_ENV_VAR) or "").startswith("https:") \
                 and sys.modules.get("ssl", False) is None:
             raise ConfigError("imds_url is https, but IMDS has no TLS endpoint and the watcher speaks plain HTTP "
                               "only: use http://169.254.169.254 (or the mock's http:// URL).")
         client = make_client(config)
-    except (ConfigError, _imds.ImdsInputError) as exc:
+    except (ConfigError, _edge.ImdsInputError) as exc:
         sys.stderr.write("%s: configuration error: %s\n" % (PROGRAM, escape_text(str(exc))))
         return EXIT_USAGE
     if args.command == "check-config":

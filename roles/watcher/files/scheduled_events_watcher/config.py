@@ -14,7 +14,7 @@ import os
 import re
 from urllib.parse import urlsplit
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge
 
 PHASES = ("drain", "started", "recover")
 POLICIES = ("after_drain", "immediate", "none")
@@ -25,11 +25,11 @@ DEFAULT_CONFIG_PATH = "/etc/azure-imds-watcher/config.json"
 
 DEFAULTS = {
     "imds_url": None,
-    "api_version": _imds.DEFAULT_API_VERSION,
+    "api_version": _defaults.DEFAULT_API_VERSION,
     "resource_name": None,
     "poll_interval": 1.0,
     "request_timeout": 10.0,
-    "first_request_timeout": _imds.DEFAULT_REQUEST_TIMEOUT,
+    "first_request_timeout": _defaults.DEFAULT_REQUEST_TIMEOUT,
     "state_dir": "/var/lib/azure-imds-watcher",
     "handlers_dir": "/etc/azure-imds-watcher/handlers",
     "handler_timeout": 300.0,
@@ -71,12 +71,12 @@ NOTIFY_RESERVED_HEADERS = ("host", "content-length", "content-type", "transfer-e
 # check-config and docs/docsite/rst/watcher.rst all follow it.
 RANGES = {
     # Microsoft recommends polling once a second; a minute already loses a Preempt's 30 s notice.
-    "poll_interval": (_imds.MIN_POLL_INTERVAL, 60.0),
+    "poll_interval": (_defaults.MIN_POLL_INTERVAL, 60.0),
     # request_timeout bounds every later request, an approval included, and so a stop.
     "request_timeout": (0.5, 120.0),
     # The first request after a quiet day switches the service on and can take two minutes.
     "first_request_timeout": (0.5, 600.0),
-    "handler_timeout": (1.0, _imds.MAX_TIMEOUT),
+    "handler_timeout": (1.0, _defaults.MAX_TIMEOUT),
     "kill_grace": (0.0, 300.0),
     "freeze_max_duration": (0, 3600),
     # 0 is off; below 1024 needs privileges a sandboxed daemon should not have.
@@ -104,9 +104,9 @@ def _number(value, where, key=None, allow_none=False, integer=False, unit="secon
     """A finite number within RANGES[key] (key defaults to where); the message names where."""
     minimum, maximum = RANGES[key or where]
     try:
-        return _imds.check_number(value, where, minimum=minimum, maximum=maximum, integer=integer,
+        return _edge.check_number(value, where, minimum=minimum, maximum=maximum, integer=integer,
                                   allow_none=allow_none, unit=unit)
-    except _imds.ImdsInputError as exc:
+    except _edge.ImdsInputError as exc:
         raise ConfigError(str(exc))
 
 
@@ -221,7 +221,7 @@ def check_approval(doc):
         checked.append({
             "event_types": _string_list(rule.get("event_types"), where + ".event_types"),
             "event_sources": _string_list(rule.get("event_sources"), where + ".event_sources",
-                                          choices=_imds.EVENT_SOURCES),
+                                          choices=_defaults.EVENT_SOURCES),
             "policy": _choice(rule["policy"], where + ".policy", POLICIES),
         })
     approval["rules"] = checked
@@ -243,12 +243,12 @@ def check_config(doc):
             raise ConfigError("imds_url must be a URL string such as http://169.254.169.254, got %r."
                               % (config["imds_url"],))
         try:
-            config["imds_url"] = _imds.check_base_url(config["imds_url"])
-        except _imds.ImdsInputError as exc:
+            config["imds_url"] = _edge.check_base_url(config["imds_url"])
+        except _edge.ImdsInputError as exc:
             raise ConfigError(str(exc))
     try:
-        _imds.validate_api_version(config["api_version"])
-    except _imds.ImdsInputError as exc:
+        _edge.validate_api_version(config["api_version"])
+    except _edge.ImdsInputError as exc:
         raise ConfigError(str(exc))
     _string(config["resource_name"], "resource_name")
     for key in ("poll_interval", "request_timeout", "first_request_timeout", "handler_timeout", "kill_grace"):
@@ -424,7 +424,7 @@ def load_config(path):
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError("cannot read the configuration %s (%s). Give an existing file with --config, or "
                           "install it with the azure_imds.scheduled_events.watcher role." % (path, exc))
-    if _imds.json_nesting_exceeds(text, MAX_CONFIG_DEPTH):
+    if _edge.json_nesting_exceeds(text, MAX_CONFIG_DEPTH):
         raise ConfigError("the configuration %s nests arrays and objects more than %d deep; a valid one nests at "
                           "most 5 (approval.rules[].event_types). Check the file against the watcher's reference."
                           % (path, MAX_CONFIG_DEPTH))

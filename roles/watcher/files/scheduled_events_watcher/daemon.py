@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _event, _retry
 
 from . import EXIT_FAILED, EXIT_OK, PROGRAM, liveness, notify, processes
 from .decisions import Planner
@@ -44,7 +44,7 @@ class Watcher(object):
         self._wall_clock = wall_clock or time.time
         self._sleep = sleep or time.sleep
         self._runner = runner
-        self._policy = retry_policy or _imds.RetryPolicy()
+        self._policy = retry_policy or _retry.RetryPolicy()
         # idle(seconds) replaces blocking on the result queue when time is simulated (tests).
         self._idle = idle
         self.pacer = Pacer(config["poll_interval"], self._clock)
@@ -76,7 +76,7 @@ class Watcher(object):
     # -- start -----------------------------------------------------------------------------
 
     def _deadline(self, seconds):
-        return _imds.Deadline(seconds, clock=self._clock)
+        return _edge.Deadline(seconds, clock=self._clock)
 
     def mark_stop(self):
         """What SIGTERM and SIGINT do first, from the signal handler: flags only. A second signal
@@ -107,7 +107,7 @@ class Watcher(object):
                     break
                 except _StopRequested:
                     return False
-                except _imds.ImdsError as exc:
+                except _edge.ImdsError as exc:
                     self._request_done(started, exc)
                     delay, should_log = backoff_for(self.client, self._policy, self.streak, self._clock())
                     self.pacer.polled(started, delay)
@@ -324,7 +324,7 @@ class Watcher(object):
             document = self._interruptible_get(lambda: self.client.get_scheduled_events(deadline=deadline))
         except _StopRequested:
             return False
-        except _imds.ImdsError as exc:
+        except _edge.ImdsError as exc:
             self._request_done(started, exc, publish=False)
             delay, should_log = backoff_for(self.client, self._policy, self.streak, self._clock())
             self.pacer.polled(started, delay)
@@ -372,7 +372,7 @@ class Watcher(object):
         keys = self.planner.pending_approvals(self._clock())
         if not keys:
             return
-        unusable = [k for k in keys if not _imds.is_event_id(self.planner.records[k]["event"]["event_id"])]
+        unusable = [k for k in keys if not _event.is_event_id(self.planner.records[k]["event"]["event_id"])]
         if unusable:
             self.log.apply(self.planner.approval_failed(
                 unusable, "its EventId is not a GUID, so no approval can name it", None))
@@ -389,9 +389,9 @@ class Watcher(object):
         started = self._clock()
         try:
             self.client.approve(ids, deadline=self._deadline(self.config["request_timeout"]))
-        except _imds.ImdsError as exc:
+        except _edge.ImdsError as exc:
             failure = self.client.last_failures[-1] if self.client.last_failures else None
-            rule = _imds.retry_rule_for(failure) if failure is not None else None
+            rule = _retry.retry_rule_for(failure) if failure is not None else None
             retry_at = None
             if rule is not None:
                 retry_at = self._clock() + min(MAX_BACKOFF, self._policy.delay(rule, 1, failure.retry_after))

@@ -21,7 +21,7 @@ DocumentIncarnation that held the event), missing_polls (documents in a row with
 import json
 import time
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _event
 # One rule for when an event is gone, shared with the notify action and the EDA event source.
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._transitions import GONE_AFTER_MISSING_POLLS
 
@@ -77,7 +77,7 @@ def approval_policy(event, resource_name, approval):
     Order: leader_only can only withhold; then the first matching rule; then the User and short
     Freeze shortcuts; then the default policy.
     """
-    if approval["leader_only"] and not _imds.is_leader(event, resource_name):
+    if approval["leader_only"] and not _event.is_leader(event, resource_name):
         leader = (event.get("resources") or ["(none)"])[0]
         return "none", "leader_only: %s approves, the first name in Resources" % leader
     for index, rule in enumerate(approval["rules"]):
@@ -245,7 +245,7 @@ class Planner(object):
             present.add(key)
             record = self.records.get(key)
             if record is None or (record["gone"] and not record["mine"]):
-                record = new_record(event, _imds.affects(event, self.resource_name), incarnation)
+                record = new_record(event, _event.affects(event, self.resource_name), incarnation)
                 self.records[key] = record
                 actions.extend(self._first_sight(key, record))
             else:
@@ -347,7 +347,7 @@ class Planner(object):
             actions.append(Log("info", "event_changed", "event %s: %s -> %s%s"
                                % (eid, old_status, record["status"], "" if record["mine"] else " (not this VM)"),
                                event_id=eid, mine=record["mine"], event_status=record["status"]))
-        if not record["mine"] and _imds.affects(event, self.resource_name):
+        if not record["mine"] and _event.affects(event, self.resource_name):
             # Resources now name this VM (they could not be read before, or IMDS added it): from
             # here on the event is this VM's. The other way round it stays this VM's: what ran for
             # it still owes its recover.

@@ -16,7 +16,7 @@ import re
 import socket
 import time
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _event, _retry
 
 from . import metrics
 from .files import replace_file
@@ -219,20 +219,20 @@ def describe_daemon(report, now):
 def poll_outcome(exc, failure):
     """The polls_total outcome of a failed request (failure: the client's last Failure or None)."""
     kind = failure.kind if failure is not None else None
-    if kind == _imds.Failure.HTTP:
+    if kind == _retry.Failure.HTTP:
         return "throttled" if failure.status == 429 else "http_error"
-    by_kind = {_imds.Failure.CONNECT: "connection_error", _imds.Failure.DROPPED: "connection_error",
-               _imds.Failure.READ_TIMEOUT: "timeout", _imds.Failure.BAD_BODY: "bad_document",
-               _imds.Failure.TOO_LARGE: "bad_document"}
+    by_kind = {_retry.Failure.CONNECT: "connection_error", _retry.Failure.DROPPED: "connection_error",
+               _retry.Failure.READ_TIMEOUT: "timeout", _retry.Failure.BAD_BODY: "bad_document",
+               _retry.Failure.TOO_LARGE: "bad_document"}
     if kind in by_kind:
         return by_kind[kind]
     # No failure recorded: the client gave up before a request (its deadline), or the document
     # itself could not be read.
-    if isinstance(exc, _imds.ImdsResponseError):
+    if isinstance(exc, _edge.ImdsResponseError):
         return "bad_document"
-    if isinstance(exc, _imds.ImdsTimeoutError):
+    if isinstance(exc, _edge.ImdsTimeoutError):
         return "timeout"
-    if isinstance(exc, _imds.ImdsUnavailableError):
+    if isinstance(exc, _edge.ImdsUnavailableError):
         return "connection_error"
     return "http_error"
 
@@ -319,7 +319,7 @@ class Telemetry(object):
 
     def document(self, document, resource_name):
         self._record("document", document.incarnation, document.events,
-                     lambda event: _imds.affects(event, resource_name), self._wall_clock())
+                     lambda event: _event.affects(event, resource_name), self._wall_clock())
 
     def drain_started(self, key):
         self._record("drain_started", key, self._wall_clock())

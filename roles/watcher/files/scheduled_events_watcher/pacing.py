@@ -4,7 +4,7 @@
 """When the watcher sends its next request: at most one per poll interval, later after a failure
 by the shared client's retry table, and how a failure streak is logged (once, then once a minute)."""
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _retry
 
 # The longest the loop ever waits between two attempts, whatever the retry table or a
 # Retry-After says: a Preempt gives 30 s of notice, and one request every 10 s is far below the
@@ -12,9 +12,9 @@ from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import
 MAX_BACKOFF = 10.0
 # IMDS errors the client does not retry (400, 404, redirects) still must not stop the daemon: it
 # keeps polling, backing off to MAX_BACKOFF.
-NOT_RETRIED = _imds.RetryRule("an error the client does not retry", base=1.0, cap=MAX_BACKOFF)
+NOT_RETRIED = _retry.RetryRule("an error the client does not retry", base=1.0, cap=MAX_BACKOFF)
 # An unexpected error inside one loop iteration (a bug, a full disk): logged, then the same backoff.
-INTERNAL = _imds.RetryRule("an internal error", base=1.0, cap=MAX_BACKOFF)
+INTERNAL = _retry.RetryRule("an internal error", base=1.0, cap=MAX_BACKOFF)
 FAILURE_REMINDER_SECONDS = 60.0
 
 
@@ -73,7 +73,7 @@ class FailureStreak(object):
 def describe_failure(exc, client):
     """The error for the log. With retry_timeout 0 the client's "did not succeed within
     retry_timeout" wording would mislead: the loop retries, so name the URL and the failure."""
-    if isinstance(exc, _imds.ImdsTimeoutError) and client.last_failures:
+    if isinstance(exc, _edge.ImdsTimeoutError) and client.last_failures:
         text = "%s from %s" % (client.last_failures[-1].describe(), exc.url)
         return text + (" (%s)" % exc.hint if exc.status == 429 else "")
     return str(exc)
@@ -83,7 +83,7 @@ def backoff_for(client, policy, streak, now):
     """(delay, log this failure?) after a failed request, by the shared client's retry table,
     never above MAX_BACKOFF."""
     failure = client.last_failures[-1] if client.last_failures else None
-    rule = _imds.retry_rule_for(failure) if failure is not None else None
+    rule = _retry.retry_rule_for(failure) if failure is not None else None
     if rule is None:
         rule = NOT_RETRIED
     key = (failure.kind, failure.status) if failure is not None else ("error", None)

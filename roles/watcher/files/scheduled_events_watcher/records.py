@@ -6,7 +6,7 @@
 
 import math
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _event
 
 # Phase outcomes that mean handlers ran (or may have run) and so owe a recover when the event ends.
 RECOVER_OWED_AFTER_DRAIN = ("succeeded", "failed", "interrupted")
@@ -25,7 +25,7 @@ def not_before_epoch(event):
     """NotBefore of an event as seconds since the epoch, or None when it has none or it cannot be
     read (the client already warned about it): a limit is then the handler's timeout alone."""
     try:
-        return _imds.not_before_epoch(event.get("not_before"))
+        return _event.not_before_epoch(event.get("not_before"))
     except (ValueError, TypeError, OverflowError):
         return None
 

@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _event
 
 from . import EXIT_FAILED, PROGRAM, liveness, notify
 from .decisions import approval_policy, describe
@@ -19,8 +19,8 @@ from .state import StateError
 
 def status_report(config, client, store):
     """What the watcher sees and remembers, as a JSON-able dict. Raises ImdsError."""
-    name = config["resource_name"] or client.get_vm_name(deadline=_imds.Deadline(config["first_request_timeout"]))
-    document = client.get_scheduled_events(deadline=_imds.Deadline(config["first_request_timeout"]))
+    name = config["resource_name"] or client.get_vm_name(deadline=_edge.Deadline(config["first_request_timeout"]))
+    document = client.get_scheduled_events(deadline=_edge.Deadline(config["first_request_timeout"]))
     notify_section = None
     try:
         loaded = store.load(read_only=True, check_record=check_record)
@@ -29,10 +29,10 @@ def status_report(config, client, store):
         # Reading the state takes root under the service's defaults; the events are still worth showing.
         records, note = {}, str(exc)
     events = []
-    for event in _imds.annotate_events(document.events, name):
+    for event in _event.annotate_events(document.events, name):
         record = records.get(event_key(event.get("event_id"))) if isinstance(event.get("event_id"), str) else None
         entry = dict(event)
-        entry["leader"] = _imds.is_leader(event, name)
+        entry["leader"] = _event.is_leader(event, name)
         if event["affects_this_host"] and event.get("event_status") == "Scheduled":
             entry["policy"], entry["policy_reason"] = approval_policy(event, name, config["approval"])
         entry["watcher"] = None if record is None else dict(
@@ -99,7 +99,7 @@ def status_command(args, config, client, store, out):
     daemon = daemon_report(config, now)
     try:
         report = status_report(config, client, store)
-    except (_imds.ImdsError, StateError) as exc:
+    except (_edge.ImdsError, StateError) as exc:
         if args.json:
             out.write(json.dumps({"daemon": daemon, "error": str(exc)}, indent=2, sort_keys=True, default=str) + "\n")
         else:
