@@ -23,7 +23,7 @@ NAMED_PATH = re.compile(r"`{1,2}((?:%s)/[^`\s]*)" % "|".join(re.escape(name) for
 
 
 @pytest.mark.parametrize("page, on_pythonpath", [
-    # mock_imds.rst says: put .../roles/mock_imds/files on sys.path or PYTHONPATH.
+    # mock_imds.rst says: put .../roles/mock_imds/files on the import path (PYTHONPATH).
     (MOCK_IMDS, True),
     # testing_with_the_mock.rst gives the conftest lines that find it under the collections path.
     (TESTING, False),

@@ -16,7 +16,7 @@ import shlex
 import subprocess
 import threading
 
-from mock_imds.testing import MockHandle  # pylint: disable=import-error
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import MockHandle
 
 from .conftest import read, readme_block, run_shell
 

@@ -6,7 +6,6 @@
 import json
 import os
 import socket
-import sys
 
 import pytest
 
@@ -16,12 +15,8 @@ except ImportError:  # pragma: no cover
     http_client = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-for _extra in (os.path.join(ROOT, "roles", "mock_imds", "files"), os.path.join(ROOT, "tests")):
-    if _extra not in sys.path:
-        sys.path.insert(0, _extra)
-
-import mock_imds  # noqa: E402  pylint: disable=wrong-import-position,import-error
-from mock_imds.testing import FakeClock  # noqa: E402,F401  pylint: disable=wrong-import-position,import-error,unused-import
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files import mock_imds
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import FakeClock
 
 SAMPLES = os.path.join(os.path.dirname(ROOT), "shared", "reference", "imds-samples.json")
 SE = "/metadata/scheduledevents?api-version=2020-07-01"

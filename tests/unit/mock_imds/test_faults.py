@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-import mock_imds
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files import mock_imds
 
 from .conftest import SE, raw_exchange
 

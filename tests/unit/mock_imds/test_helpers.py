@@ -3,7 +3,7 @@
 
 import pytest
 
-from mock_imds_helpers import MockControlError, spawn_mock, start_mock
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import MockControlError, spawn_mock, start_mock
 
 from .conftest import FakeClock
 
