@@ -66,7 +66,7 @@ def galaxy():
 
 
 # The tarball, its installed copy and the build context are made once for every test of the run
-# (ansible-test forks each test: see tests/once_per_run.py); the fixtures hand out their paths.
+# (ansible-test forks each test: see tests/support/once_per_run.py); the fixtures hand out their paths.
 
 def build_tarball(out):
     galaxy_yml = load_yaml(os.path.join(ROOT, "galaxy.yml"))

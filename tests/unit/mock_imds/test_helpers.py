@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""tests/mock_imds_helpers.py: the handle other suites use."""
+"""mock_imds.testing (roles/mock_imds/files/mock_imds/testing.py): the handle every suite uses."""
 
 import pytest
 

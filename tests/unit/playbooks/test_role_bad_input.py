@@ -73,7 +73,7 @@ def run_every_case(workdir):
 
 @pytest.fixture
 def outcomes():
-    # Once for every case of the run (ansible-test forks each test: see tests/once_per_run.py).
+    # Once for every case of the run (ansible-test forks each test: see tests/support/once_per_run.py).
     return once_per_run("role-bad-input", run_every_case)
 
 
