@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from .conftest import NOT_IN_A_CLONE, README, ROOT, RST, code_blocks, read
+from .pages import NOT_IN_A_CLONE, README, ROOT, RST, code_blocks, read
 
 MOCK_IMDS = os.path.join(RST, "mock_imds.rst")
 TESTING = os.path.join(RST, "testing_with_the_mock.rst")

@@ -3,9 +3,7 @@
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import MockControlError, spawn_mock, start_mock
-
-from .conftest import FakeClock
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import FakeClock, MockControlError, spawn_mock, start_mock
 
 
 def test_start_mock_in_process_handle():
