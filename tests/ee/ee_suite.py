@@ -42,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 try:
     from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import spawn_mock
+    from ansible_collections.azure_imds.scheduled_events.tests.harness.collection_path import python_path_without_collections
 except ModuleNotFoundError:
     spawn_mock = None  # prepare needs no mock; the suite stops with a message (main)
 
@@ -73,6 +74,10 @@ def environment():
     env.setdefault("ANSIBLE_NOCOLOR", "1")
     # The image's own collection is what runs, never one found on the host.
     env.pop("ANSIBLE_COLLECTIONS_PATH", None)
+    if spawn_mock is not None and python_path_without_collections(env) is None:
+        env.pop("PYTHONPATH", None)
+    elif spawn_mock is not None:
+        env["PYTHONPATH"] = python_path_without_collections(env)
     env.pop("AZURE_IMDS_URL", None)
     return env
 

@@ -46,6 +46,14 @@ def collections_dir(root=ROOT):
     return farm
 
 
+def python_path_without_collections(environ):
+    """environ's PYTHONPATH without the directories that hold an ansible_collections tree (None when
+    nothing is left): a program started with it finds collections only on ANSIBLE_COLLECTIONS_PATH."""
+    kept = [entry for entry in environ.get("PYTHONPATH", "").split(os.pathsep)
+            if entry and not os.path.isdir(os.path.join(entry, "ansible_collections"))]
+    return os.pathsep.join(kept) or None
+
+
 def tracked_files(root=ROOT):
     """Files of the working tree that git tracks or would track (untracked, not ignored)."""
     out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],

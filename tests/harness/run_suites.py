@@ -203,13 +203,11 @@ def environment(collections, venv=None, importable=True):
     env["MOLECULE_COLLECTIONS_PATH"] = collections
     # Python imports the suite's copy too, in place of the checkout that tests/harness/loopback-only
     # put on PYTHONPATH (a suite that must not find the collection there gets importable=False).
-    python_path = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep)
-                   if entry and entry != collection_path.collections_dir()]
-    python_path[:0] = [collections] if importable else []
-    if python_path:
-        env["PYTHONPATH"] = os.pathsep.join(python_path)
-    else:
-        env.pop("PYTHONPATH", None)
+    python_path = [collections] if importable else []
+    python_path += [collection_path.python_path_without_collections(env) or ""]
+    env["PYTHONPATH"] = os.pathsep.join(entry for entry in python_path if entry)
+    if not env["PYTHONPATH"]:
+        del env["PYTHONPATH"]
     env["PATH"] = os.path.join(venv or os.path.dirname(BIN), "bin") + os.pathsep + env.get("PATH", "")
     env.setdefault("ANSIBLE_NOCOLOR", "1")
     env.setdefault("NO_COLOR", "1")

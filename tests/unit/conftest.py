@@ -26,9 +26,17 @@ if not _collection_loader_installed() and os.environ.get("ANSIBLE_COLLECTIONS_PA
     init_plugin_loader()
 
 try:
-    from ansible_collections.azure_imds.scheduled_events.tests.harness import isolation
+    from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path, isolation
 except ImportError:
     isolation = None
+else:
+    # What a test starts (ansible-galaxy, ansible-playbook) finds the collection where the test says,
+    # as under ansible-test, not through the checkout that loopback-only put on PYTHONPATH.
+    _PYTHON_PATH = collection_path.python_path_without_collections(os.environ)
+    if _PYTHON_PATH is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = _PYTHON_PATH
 
 
 def pytest_configure():

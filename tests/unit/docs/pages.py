@@ -16,8 +16,6 @@ import shutil
 import subprocess
 import sys
 
-from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 README = os.path.join(ROOT, "README.md")
 RST = os.path.join(ROOT, "docs", "docsite", "rst")
@@ -68,14 +66,9 @@ def copy_checkout(destination):
 
 
 def user_env(home):
-    """The environment of a user who followed README: its tools on PATH, a fresh HOME, and the checkout
-    not on PYTHONPATH (where tests/harness/loopback-only put it)."""
+    """The environment of a user who followed README: its tools on PATH, a fresh HOME."""
     env = dict((key, value) for key, value in os.environ.items()
                if not key.startswith("ANSIBLE_") and key != "AZURE_IMDS_URL")
-    farm = collection_path.collections_dir()
-    python_path = [entry for entry in env.pop("PYTHONPATH", "").split(os.pathsep) if entry and entry != farm]
-    if python_path:
-        env["PYTHONPATH"] = os.pathsep.join(python_path)
     env.update(HOME=str(home), PATH=BIN + os.pathsep + env.get("PATH", ""), ANSIBLE_NOCOLOR="1")
     return env
 
