@@ -55,7 +55,7 @@ demo: venv
 	tests/harness/loopback-only $(VPY) extensions/demo/run_demo.py
 
 docs: venv
-	$(VPY) docs/generate_reference.py --write
+	tests/harness/loopback-only $(VPY) docs/generate_reference.py --write
 
 # As from a plain checkout: .ansible-lint holds the profile; ansible-lint installs this checkout into
 # .ansible/collections itself (offline: false; the collection declares no dependencies).

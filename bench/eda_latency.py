@@ -35,14 +35,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "eda"))
-
-import collection_path  # noqa: E402  pylint: disable=wrong-import-position,import-error
-import isolation  # noqa: E402  pylint: disable=wrong-import-position,import-error
-from engine_tools import Timeout, find_tool, poll_until, stop_group  # noqa: E402  pylint: disable=wrong-import-position,import-error
-from mock_imds_helpers import spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
+try:
+    from ansible_collections.azure_imds.scheduled_events.devtools.engine_tools import Timeout, find_tool, poll_until, stop_group
+    from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import spawn_mock
+except ModuleNotFoundError as missing:
+    sys.exit("eda_latency.py: %s: run it with `make bench` (tests/harness/loopback-only puts this checkout on the import path)" % missing)
 
 SOURCE = os.path.join(ROOT, "extensions", "eda", "plugins", "event_source", "scheduled_events.py")
 POLL_INTERVAL = 1.0
@@ -129,7 +126,6 @@ def environment(workdir, mock):
     env = dict(os.environ)
     env.update({
         "PATH": os.path.dirname(tool("ansible-galaxy")) + os.pathsep + env.get("PATH", ""),
-        "ANSIBLE_COLLECTIONS_PATH": collection_path.collections_dir(ROOT),
         "ANSIBLE_CALLBACK_PLUGINS": os.path.join(workdir, "callback_plugins"),
         "ANSIBLE_CALLBACKS_ENABLED": "eda_bench_times",
         "ANSIBLE_LOCAL_TEMP": os.path.join(workdir, "ansible-tmp"),
@@ -218,7 +214,7 @@ def main():
     parser.add_argument("--events", type=int, default=10)
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     options = parser.parse_args()
-    if isolation.mode() not in isolation.MODES:
+    if not os.environ.get("AZURE_IMDS_TEST_ISOLATION"):
         sys.exit("eda_latency: run it inside the loopback-only namespace: tests/harness/loopback-only %s %s"
                  % (sys.executable, " ".join(sys.argv)))
     workdir = tempfile.mkdtemp(prefix="eda_latency_")

@@ -30,12 +30,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "roles", "mock_imds", "files"))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-
-import mock_imds  # noqa: E402  pylint: disable=wrong-import-position,import-error
-from mock_imds_helpers import MockControlError, spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
+try:
+    from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files import mock_imds
+    from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import MockControlError, spawn_mock
+except ModuleNotFoundError as missing:
+    sys.exit("mock_imds_bench.py: %s: run it with `make bench` (tests/harness/loopback-only puts this checkout on the import path)" % missing)
 
 PATH = "/metadata/scheduledevents?api-version=2020-07-01"
 

@@ -37,8 +37,12 @@ import yaml
 from docutils.nodes import make_id
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from generate_reference import COLLECTION, NAME, NAMESPACE, collections_path  # noqa: E402  pylint: disable=wrong-import-position
+try:
+    from ansible_collections.azure_imds.scheduled_events.docs.generate_reference import (COLLECTION, NAME, NAMESPACE,
+                                                                                         GenerationError, collections_path)
+except ModuleNotFoundError as missing:
+    sys.exit("check_docsite.py: %s: run it through tests/harness/loopback-only (make test SUITES=docsite does), "
+             "which puts this checkout on the import path" % missing)
 ANSIBLE_DOCSITE = "https://docs.ansible.com/projects/ansible/devel/"
 # Labels of the Ansible docsite that generated plugin pages refer to, and their pages there.
 ANSIBLE_LABELS = {
@@ -183,7 +187,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         check(os.path.abspath(args.keep) if args.keep else None)
-    except CheckError as exc:
+    except (CheckError, GenerationError) as exc:
         print("docsite: error: %s" % exc, file=sys.stderr)
         return 1
     print("docsite: OK")

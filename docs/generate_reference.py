@@ -23,8 +23,8 @@ written for the docsite's Sphinx extension, so O(x) links to the role's option. 
 listed in docs/docsite/extra-docs.yml; the pages depend on nothing but the documentation, so the
 check is stable across machines.
 
-ansible-doc finds the collection through ANSIBLE_COLLECTIONS_PATH; when the collection is not
-there, tests/harness/collection_path.py says where this checkout is found as the collection.
+ansible-doc finds the collection through ANSIBLE_COLLECTIONS_PATH, which `make docs` sets (through
+tests/harness/loopback-only, like every make target that runs this checkout as the collection).
 """
 
 import argparse
@@ -41,8 +41,6 @@ from antsibull_docs_parser.rst import PlainRSTFormatter, rst_escape, to_rst, to_
 from antsibull_docs.markup.rstify import AnsibleDocsiteFormatter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
-import collection_path  # noqa: E402  pylint: disable=wrong-import-position
 
 DOCSITE = os.path.join(ROOT, "docs", "docsite")
 REFERENCE = os.path.join(DOCSITE, "rst", "reference")
@@ -62,12 +60,19 @@ class GenerationError(Exception):
 # --------------------------------------------------------------------------------------------
 
 def collections_path(environ=None):
-    """A collections path where ansible-doc finds this collection."""
+    """A collections path where ansible-doc finds this collection: one of ANSIBLE_COLLECTIONS_PATH, or the
+    collections tree this file sits in (imported as the collection: from the tests)."""
     environ = os.environ if environ is None else environ
-    for entry in (environ.get("ANSIBLE_COLLECTIONS_PATH") or "").split(os.pathsep):
-        if entry and os.path.isfile(os.path.join(entry, "ansible_collections", NAMESPACE, NAME, "galaxy.yml")):
+    tail = os.path.join("ansible_collections", NAMESPACE, NAME)
+    if ROOT.endswith(os.sep + tail):
+        here = ROOT[:-len(os.sep + tail)] or os.sep
+    else:
+        here = ""
+    for entry in (environ.get("ANSIBLE_COLLECTIONS_PATH") or "").split(os.pathsep) + [here]:
+        if entry and os.path.isfile(os.path.join(entry, tail, "galaxy.yml")):
             return entry
-    return collection_path.collections_dir(ROOT)
+    raise GenerationError("ANSIBLE_COLLECTIONS_PATH does not hold this checkout as the collection: run make docs "
+                          "(tests/harness/loopback-only points it there)")
 
 
 def playbook_names(root=ROOT):

@@ -40,8 +40,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-from mock_imds_helpers import spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
+try:
+    from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import spawn_mock
+    from ansible_collections.azure_imds.scheduled_events.tests.harness.collection_path import python_path_without_collections
+except ModuleNotFoundError:
+    spawn_mock = None  # prepare needs no mock; the suite stops with a message (main)
 
 BIN = os.path.join(ROOT, ".venv", "bin")
 EE_DIR = os.path.join(ROOT, "extensions", "ee")
@@ -71,6 +74,10 @@ def environment():
     env.setdefault("ANSIBLE_NOCOLOR", "1")
     # The image's own collection is what runs, never one found on the host.
     env.pop("ANSIBLE_COLLECTIONS_PATH", None)
+    if spawn_mock is not None and python_path_without_collections(env) is None:
+        env.pop("PYTHONPATH", None)
+    elif spawn_mock is not None:
+        env["PYTHONPATH"] = python_path_without_collections(env)
     env.pop("AZURE_IMDS_URL", None)
     return env
 
@@ -387,6 +394,9 @@ def main(argv):
                 return 0
             isolate = os.path.join(ROOT, "tests", "harness", "loopback-only")
             os.execv(isolate, [isolate, os.path.join(HERE, "run")])
+        if spawn_mock is None:
+            raise SuiteError("the collection is not importable: run it with `make test SUITES=ee` (tests/harness/loopback-only "
+                             "puts this checkout on the import path)")
         suite()
     except SuiteError as exc:
         say("FAILED: %s" % exc)

@@ -4,13 +4,15 @@
 - A checkout that already sits at such a path (clone it there: the layout ansible-test expects)
   needs nothing: collections_dir() answers <dir>.
 - Any other checkout gets a symlink farm, .cache/pytest-collections/ansible_collections/
-  azure_imds/scheduled_events -> the checkout (FARM; the name predates its other users), for Python imports, ansible-playbook and ansible-doc, so that
-  edits show at once.
+  azure_imds/scheduled_events -> the checkout (FARM; the name predates its other users), for Python
+  imports, ansible-playbook and ansible-doc, so that edits show at once.
 - ansible-test resolves symlinks and asks git which files exist, so it gets a copy with a git
   repository of its own: copy_for_ansible_test().
 
-Used by tests/unit/conftest.py, tests/harness/run_suites.py, docs/generate_reference.py,
-bench/wait_bench.py and extensions/demo/run_demo.py. Standard library only.
+tests/harness/loopback-only puts collections_dir() on PYTHONPATH and ANSIBLE_COLLECTIONS_PATH for
+everything it runs (`collection_path.py dir`); tests/harness/run_suites.py makes the copies; tests
+that start ansible commands name collections_dir() themselves (ansible-test passes them no such
+variable). Standard library only.
 """
 
 import os
@@ -26,7 +28,7 @@ FARM = os.path.join(".cache", "pytest-collections")
 
 
 def collections_dir(root=ROOT):
-    """The directory that goes on ANSIBLE_COLLECTIONS_PATH (or sys.path) to find root as the collection."""
+    """The directory that goes on ANSIBLE_COLLECTIONS_PATH (and PYTHONPATH) to find root as the collection."""
     real = os.path.realpath(root)
     parts = real.split(os.sep)
     if tuple(parts[-3:]) == TAIL:
@@ -44,12 +46,12 @@ def collections_dir(root=ROOT):
     return farm
 
 
-def importable(root=ROOT):
-    """Let Python import ansible_collections.azure_imds.scheduled_events from root."""
-    path = collections_dir(root)
-    if path not in sys.path:
-        sys.path.insert(0, path)
-    return path
+def python_path_without_collections(environ):
+    """environ's PYTHONPATH without the directories that hold an ansible_collections tree (None when
+    nothing is left): a program started with it finds collections only on ANSIBLE_COLLECTIONS_PATH."""
+    kept = [entry for entry in environ.get("PYTHONPATH", "").split(os.pathsep)
+            if entry and not os.path.isdir(os.path.join(entry, "ansible_collections"))]
+    return os.pathsep.join(kept) or None
 
 
 def tracked_files(root=ROOT):

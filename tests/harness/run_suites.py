@@ -32,9 +32,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import collection_path  # noqa: E402  pylint: disable=wrong-import-position
+import collection_path  # beside this script
 
 ROOT = collection_path.ROOT
 # AZURE_IMDS_BUILD_DIR lets two runs on one checkout keep apart (each copies the tree there).
@@ -180,7 +178,7 @@ def suite_table():
         # checkout into .ansible/collections itself (no collections path is given).
         dict(name="lint", kind="lint", unit="check", weight=0.7, cwd="root", own_netns=False,
              cmd=[os.path.join(BIN, "ansible-lint"), "--nocolor"], counter=count_check,
-             unset=("ANSIBLE_COLLECTIONS_PATH", "MOLECULE_COLLECTIONS_PATH")),
+             unset=("ANSIBLE_COLLECTIONS_PATH", "MOLECULE_COLLECTIONS_PATH"), importable=False),
         dict(name="changelog", kind="changelog", unit="check", weight=0, cwd="root", own_netns=False,
              cmd=[os.path.join(BIN, "antsibull-changelog"), "lint"], counter=count_check),
         dict(name="docs", kind="docs", unit="check", weight=0, cwd="root", own_netns=False,
@@ -199,10 +197,17 @@ def suite_table():
     return suites
 
 
-def environment(collections, venv=None):
+def environment(collections, venv=None, importable=True):
     env = dict(os.environ)
     env["ANSIBLE_COLLECTIONS_PATH"] = collections
     env["MOLECULE_COLLECTIONS_PATH"] = collections
+    # Python imports the suite's copy too, in place of the checkout that tests/harness/loopback-only
+    # put on PYTHONPATH (a suite that must not find the collection there gets importable=False).
+    python_path = [collections] if importable else []
+    python_path += [collection_path.python_path_without_collections(env) or ""]
+    env["PYTHONPATH"] = os.pathsep.join(entry for entry in python_path if entry)
+    if not env["PYTHONPATH"]:
+        del env["PYTHONPATH"]
     env["PATH"] = os.path.join(venv or os.path.dirname(BIN), "bin") + os.pathsep + env.get("PATH", "")
     env.setdefault("ANSIBLE_NOCOLOR", "1")
     env.setdefault("NO_COLOR", "1")
@@ -288,7 +293,7 @@ def run_suite(suite, snapshot):
         return 1, 0, 1, log
     copy = prepare_copy(snapshot, suite)
     collections = os.path.dirname(os.path.dirname(os.path.dirname(copy)))
-    env = environment(collections, suite.get("venv"))
+    env = environment(collections, suite.get("venv"), suite.get("importable", True))
     for name in suite.get("unset", ()):
         env.pop(name, None)
     cwd = {"root": ROOT, "extensions": os.path.join(ROOT, "extensions")}.get(suite.get("cwd"), copy)

@@ -6,10 +6,8 @@ import socket
 import pytest
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _imds
-
-from .plugins.module_utils.fakes import FakeClock
-
-import isolation  # tests/harness, put on sys.path by conftest.py  # pylint: disable=wrong-import-order
+from ansible_collections.azure_imds.scheduled_events.tests.harness import isolation
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import FakeClock
 
 
 ISOLATION = isolation.mode()

@@ -5,14 +5,12 @@
 
 import os
 import posixpath
-import sys
 
 import pytest
 from sphinx.util.inventory import InventoryFile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(ROOT, "docs"))
-import check_docsite  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from ansible_collections.azure_imds.scheduled_events.docs import check_docsite
+from ansible_collections.azure_imds.scheduled_events.tests.harness.collection_path import ROOT
 
 SPHINX_INIT_CONF = """project = 'Ansible collections'
 intersphinx_mapping = {

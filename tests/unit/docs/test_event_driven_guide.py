@@ -15,10 +15,10 @@ import re
 import subprocess
 import sys
 
-from mock_imds_helpers import MockHandle  # pylint: disable=import-error
+from ansible_collections.azure_imds.scheduled_events.devtools.engine_tools import stop_group
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import MockHandle
+from ansible_collections.azure_imds.scheduled_events.tests.support.rulebook_engine import PLAYBOOK_TIMEOUT, ROOT, Engine, wait_until
 
-from ..eda.conftest import PLAYBOOK_TIMEOUT, ROOT, Engine, wait_until
-from ..eda.engine_tools import stop_group
 from .test_support_range import PIP_RANGE
 
 GUIDE = os.path.join(ROOT, "docs", "docsite", "rst", "event_driven.rst")

@@ -10,7 +10,7 @@ import subprocess
 
 import yaml
 
-from .conftest import README, ROOT, RST, copy_checkout, read, run_shell, user_env
+from .pages import README, ROOT, RST, copy_checkout, read, run_shell, user_env
 
 PAGES = (README, os.path.join(RST, "getting_started.rst"), os.path.join(RST, "testing_with_the_mock.rst"),
          os.path.join(RST, "mock_imds.rst"))

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from .conftest import NOT_IN_A_CLONE, README, ROOT, RST, code_blocks, read
+from .pages import NOT_IN_A_CLONE, README, ROOT, RST, code_blocks, read
 
 MOCK_IMDS = os.path.join(RST, "mock_imds.rst")
 TESTING = os.path.join(RST, "testing_with_the_mock.rst")
@@ -23,7 +23,7 @@ NAMED_PATH = re.compile(r"`{1,2}((?:%s)/[^`\s]*)" % "|".join(re.escape(name) for
 
 
 @pytest.mark.parametrize("page, on_pythonpath", [
-    # mock_imds.rst says: put .../roles/mock_imds/files on sys.path or PYTHONPATH.
+    # mock_imds.rst says: put .../roles/mock_imds/files on the import path (PYTHONPATH).
     (MOCK_IMDS, True),
     # testing_with_the_mock.rst gives the conftest lines that find it under the collections path.
     (TESTING, False),

@@ -16,9 +16,9 @@ import shlex
 import subprocess
 import threading
 
-from mock_imds.testing import MockHandle  # pylint: disable=import-error
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import MockHandle
 
-from .conftest import read, readme_block, run_shell
+from .pages import read, readme_block, run_shell
 
 PORT_IN_README = "8080"
 PROBE_IN_README = "/tmp/lb-health-probe"

@@ -13,9 +13,8 @@ import os
 import pytest
 import yaml
 
-from mock_imds_helpers import FakeClock, start_mock  # pylint: disable=import-error
-
-from .conftest import ROOT
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import FakeClock, start_mock
+from ansible_collections.azure_imds.scheduled_events.tests.support.rulebook_engine import ROOT
 
 SOURCE_PATH = os.path.join(ROOT, "extensions", "eda", "plugins", "event_source", "scheduled_events.py")
 

@@ -21,10 +21,10 @@ import urllib.request
 import pytest
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _event, _imds, _transitions
-from mock_imds_helpers import start_mock  # pylint: disable=import-error
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
+from ansible_collections.azure_imds.scheduled_events.tests.support.rulebook_engine import ENGINE_START_TIMEOUT, PLAYBOOK_TIMEOUT, ROOT, wait_until
 
 from .awx_standin import AwxStandIn
-from .conftest import ENGINE_START_TIMEOUT, PLAYBOOK_TIMEOUT, ROOT, wait_until
 
 FLEET = {"default_vm": "web_1",
          "groups": [{"name": "avset1", "kind": "availability_set", "vms": ["web_0", "web_1", "web_2"]}]}

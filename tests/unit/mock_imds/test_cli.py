@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from mock_imds_helpers import MOCK_PATH, spawn_mock
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import MOCK_PATH, spawn_mock
 
-from .conftest import SE
+from .helpers import SE
 
 try:
     import http.client as http_client

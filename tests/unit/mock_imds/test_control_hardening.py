@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from .conftest import SE
+from .helpers import SE
 
 try:
     import http.client as http_client

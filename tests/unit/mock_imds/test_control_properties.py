@@ -7,9 +7,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mock_imds
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files import mock_imds
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import FakeClock
 
-from .conftest import SE, FakeClock
+from .helpers import SE
 
 try:
     import http.client as http_client

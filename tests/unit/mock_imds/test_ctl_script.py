@@ -15,7 +15,7 @@ import time
 
 import jinja2
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 TEMPLATE = os.path.join(ROOT, "roles", "mock_imds", "templates", "mock_imds_ctl.sh.j2")
 

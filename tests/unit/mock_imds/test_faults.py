@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-import mock_imds
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files import mock_imds
 
-from .conftest import SE, raw_exchange
+from .helpers import SE, raw_exchange
 
 REQUEST = b"GET " + SE.encode() + b" HTTP/1.1\r\nHost: x\r\nMetadata: true\r\n\r\n"
 

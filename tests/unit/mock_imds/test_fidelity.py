@@ -4,7 +4,7 @@ own lifecycle, GPU single-fault-domain scale sets, the documented descriptions a
 
 import pytest
 
-import mock_imds
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files import mock_imds
 
 FLEET = {"groups": [{"name": "avset", "kind": "availability_set", "vms": ["web_0", "web_1"]}], "default_vm": "web_0"}
 LIFECYCLE = {"service_lifecycle": True}

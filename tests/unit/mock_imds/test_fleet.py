@@ -3,7 +3,7 @@
 
 import pytest
 
-import mock_imds
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files import mock_imds
 
 FLEET = {"default_vm": "vm0", "groups": [
     {"name": "avset1", "kind": "availability_set", "vms": ["web_0", "web_1", "web_10"]},

@@ -1,11 +1,9 @@
 # -*- coding: utf-8 -*-
-"""tests/mock_imds_helpers.py: the handle other suites use."""
+"""mock_imds.testing (roles/mock_imds/files/mock_imds/testing.py): the handle every suite uses."""
 
 import pytest
 
-from mock_imds_helpers import MockControlError, spawn_mock, start_mock
-
-from .conftest import FakeClock
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import FakeClock, MockControlError, spawn_mock, start_mock
 
 
 def test_start_mock_in_process_handle():

@@ -3,7 +3,7 @@
 
 import socket
 
-from .conftest import SE, raw_exchange
+from .helpers import SE, raw_exchange
 
 
 def head_of(data):

@@ -5,7 +5,7 @@ import copy
 import json
 import os
 
-from .conftest import SAMPLES
+from .helpers import SAMPLES
 
 # The NotBefore of the flow as IMDS.md and the Microsoft page (2022 revision) publish it. The samples
 # file carries "Mon, 11 Apr 2026 22:26:58 GMT", which no clock can produce: 11 Apr 2026 is a Saturday.

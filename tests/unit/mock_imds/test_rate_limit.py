@@ -31,7 +31,7 @@ def test_limit_is_per_vm_across_all_paths(start):
 
 
 def test_rate_limit_is_on_by_default(clock):
-    import mock_imds
+    from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files import mock_imds
 
     assert mock_imds.MockState(clock=clock).config()["rate_limit"] is True
 

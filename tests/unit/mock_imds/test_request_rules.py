@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from .conftest import SE, raw_exchange
+from .helpers import SE, raw_exchange
 
 NO_HEADER = b'{"error":"Bad request. Required metadata header not specified"}'
 BAD_VERSION = (b'{"error":"Bad request. api-version is invalid or was not specified in the request. For more '

@@ -3,7 +3,7 @@
 
 import pytest
 
-import mock_imds
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files import mock_imds
 
 
 def doc(client, vm=None):

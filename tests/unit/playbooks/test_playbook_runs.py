@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from mock_imds_helpers import start_mock  # pylint: disable=import-error
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
 
-from .conftest import playbook_options
+from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks import playbook_options
 
 FLEET = {"default_vm": "web_0",
          "groups": [{"name": "avset1", "kind": "availability_set", "vms": ["web_0", "web_1", "web_2"]}]}

@@ -13,7 +13,7 @@ from ansible.template import Templar
 
 from ansible.template import trust_as_template
 
-from .conftest import ROLES
+from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks import ROLES
 
 TEMPLATES = os.path.join(ROLES, "report", "templates")
 

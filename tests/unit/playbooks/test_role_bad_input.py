@@ -18,11 +18,10 @@ import sys
 import pytest
 import yaml
 
-from mock_imds_helpers import start_mock  # pylint: disable=import-error
-from once_per_run import once_per_run  # pylint: disable=import-error
-
-from ..hardening.test_bad_input import NUMBER_VALUES
-from .conftest import BIN, FARM, ROLES, load_yaml, one_case_per_host_playbook, role_options
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
+from ansible_collections.azure_imds.scheduled_events.tests.support.once_per_run import once_per_run
+from ansible_collections.azure_imds.scheduled_events.tests.support.bad_input import NUMBER_VALUES
+from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks import BIN, FARM, ROLES, load_yaml, one_case_per_host_playbook, role_options
 
 ROLE = "rolling_maintenance"
 RANGES = dict((item["name"], item) for item in load_yaml(os.path.join(ROLES, ROLE, "vars", "main.yml"))[
@@ -74,7 +73,7 @@ def run_every_case(workdir):
 
 @pytest.fixture
 def outcomes():
-    # Once for every case of the run (ansible-test forks each test: see tests/once_per_run.py).
+    # Once for every case of the run (ansible-test forks each test: see tests/support/once_per_run.py).
     return once_per_run("role-bad-input", run_every_case)
 
 

@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-from .conftest import (PLAYBOOK_NAMES, PLAYBOOKS, ROLES, load_yaml, play_variables, playbook_options, role_options,
-                       roles_of)
+from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks import (
+    PLAYBOOK_NAMES, PLAYBOOKS, ROLES, load_yaml, play_variables, playbook_options, role_options, roles_of)
 
 # The roles the playbooks were made of; watcher and mock_imds have their own tests.
 PLAYBOOK_ROLES = ("rolling_maintenance", "report", "approve_user_events")

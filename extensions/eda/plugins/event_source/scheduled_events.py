@@ -152,11 +152,20 @@ EXAMPLES = r"""
 
 import asyncio
 import collections
-import importlib.util
 import logging
 import os
 import sys
 import time
+
+# ansible-rulebook runs a source by its file path, with no collection importable: when this file
+# sits in a collections tree (.../ansible_collections/azure_imds/scheduled_events/, seven levels up),
+# that tree goes first on the import path, so that the module_utils beside this copy are the ones
+# imported. A checkout run directly is made importable by tests/harness/loopback-only instead.
+_COLLECTIONS = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), *[os.pardir] * 7))
+if os.path.isdir(os.path.join(_COLLECTIONS, "ansible_collections", "azure_imds", "scheduled_events")):
+    sys.path.insert(0, _COLLECTIONS)
+
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _transitions  # noqa: E402
 
 DEFAULT_POLL_INTERVAL = 1.0
 # A failing IMDS is read again after the client's backoff, never later than this.
@@ -169,24 +178,6 @@ OPTIONS = ("imds_url", "api_version", "request_timeout", "resource_name", "event
 FILTERS = ("event_ids", "event_types", "event_statuses", "event_sources")
 
 LOG = logging.getLogger("azure_imds.scheduled_events.scheduled_events")
-
-
-def _load(name):
-    """A module_utils file of the collection this file ships in. ansible-rulebook runs a source by
-    its path, and a collection copy elsewhere on sys.path could differ, so it is loaded by path."""
-    full = "azure_imds_scheduled_events_%s" % name
-    if full in sys.modules:
-        return sys.modules[full]
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-    spec = importlib.util.spec_from_file_location(full, os.path.join(root, "plugins", "module_utils", name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[full] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_imds = _load("_imds")
-_transitions = _load("_transitions")
 
 
 class SourceConfigError(ValueError):

@@ -6,12 +6,8 @@
 import os
 import sys
 
-if not __package__:
-    # Run as a directory: Python put the package directory itself first on sys.path, where its
-    # modules would shadow others by name; the package's parent is what must be importable.
-    _HERE = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-    sys.path.insert(0, os.path.dirname(_HERE))
+if not __package__:  # run as a directory: import the package from its parent, not its modules by bare name
+    sys.path[0] = os.path.dirname(os.path.abspath(sys.path[0]))
 
 from mock_imds.cli import main  # noqa: E402  pylint: disable=wrong-import-position
 

@@ -13,7 +13,8 @@
         state = mock.control("GET", "state")
 
 Both listen on 127.0.0.1 on a free port. This module ships with the collection, beside the rest of
-the mock (roles/mock_imds/files/mock_imds/); put roles/mock_imds/files on sys.path to import it.
+the mock (roles/mock_imds/files/mock_imds/): import it as mock_imds.testing with roles/mock_imds/files on
+the import path, or by the collection's name (ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing).
 """
 
 from __future__ import print_function

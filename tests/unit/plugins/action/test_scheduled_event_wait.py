@@ -19,9 +19,8 @@ from ansible_collections.azure_imds.scheduled_events.plugins.modules import sche
 from ansible_collections.azure_imds.scheduled_events.plugins.modules import scheduled_event_wait as docs
 from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils import _wait_state
 
-from ..module_utils.fakes import FakeClock
-from ..module_utils.test_options import _compare as compare_options
-from ..modules.module_harness import documented_options
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import FakeClock
+from ansible_collections.azure_imds.scheduled_events.tests.support.module_harness import compare_options, documented_options
 
 FQCN = "azure_imds.scheduled_events.scheduled_event_wait"
 URL = "http://127.0.0.1:8080/vm/vm0"

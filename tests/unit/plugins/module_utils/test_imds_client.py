@@ -8,7 +8,8 @@ import pytest
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _imds, _retry
 
-from .fakes import EMPTY_DOC, READ_TIMEOUT, FakeClock, ScriptedTransport, answer, fail, scripted_client
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import (
+    EMPTY_DOC, READ_TIMEOUT, FakeClock, ScriptedTransport, answer, fail, scripted_client)
 
 GONE = answer(410, {"error": "Gone"}, reason="Gone")
 DOC = answer(200, EMPTY_DOC)

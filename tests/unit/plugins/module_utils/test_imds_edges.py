@@ -6,7 +6,7 @@ import pytest
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _imds, _retry
 
-from .fakes import EMPTY_DOC, READ_TIMEOUT, FakeClock, answer, fail, scripted_client
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import EMPTY_DOC, READ_TIMEOUT, FakeClock, answer, fail, scripted_client
 
 DOC = answer(200, EMPTY_DOC)
 

@@ -7,9 +7,9 @@ import threading
 import pytest
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _event, _imds
-from mock_imds_helpers import start_mock
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
 
-from .fakes import FakeClock
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import FakeClock
 
 
 @pytest.fixture(name="mock")

@@ -1,40 +1,18 @@
 """The doc fragment and the argspec builder describe the same options."""
 
 import pytest
-import yaml
 
 from ansible_collections.azure_imds.scheduled_events.plugins.doc_fragments.imds import ModuleDocFragment
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _options
-
-
-def _compare(doc_text, spec):
-    documented = yaml.safe_load(doc_text)["options"]
-    assert sorted(documented) == sorted(spec)
-    for name, doc in documented.items():
-        arg = spec[name]
-        assert doc["type"] == arg["type"], name
-        assert doc.get("elements") == arg.get("elements"), name
-        assert doc.get("choices") == arg.get("choices"), name
-        default = doc.get("default")
-        if arg["type"] == "float" and default is not None:
-            default = float(default)
-        assert default == arg.get("default"), name
-        assert doc.get("required", False) == arg.get("required", False), name
-        assert doc["description"], name
-        if arg["type"] in ("int", "float"):
-            # Every number has a checked range, and the documentation states it as the check does.
-            assert name in _options.NUMBER_RANGES, name
-            description = " ".join(doc["description"] if isinstance(doc["description"], list)
-                                   else [doc["description"]])
-            assert _options.range_text(name) in " ".join(description.split()), (name, _options.range_text(name))
+from ansible_collections.azure_imds.scheduled_events.tests.support.module_harness import compare_options
 
 
 def test_connection_fragment_matches_argspec():
-    _compare(ModuleDocFragment.DOCUMENTATION, _options.imds_argument_spec())
+    compare_options(ModuleDocFragment.DOCUMENTATION, _options.imds_argument_spec())
 
 
 def test_filter_fragment_matches_argspec():
-    _compare(ModuleDocFragment.FILTERS, _options.filter_argument_spec())
+    compare_options(ModuleDocFragment.FILTERS, _options.filter_argument_spec())
 
 
 def test_api_version_choices_are_the_clients():

@@ -8,11 +8,12 @@ import yaml
 
 from ansible_collections.azure_imds.scheduled_events.plugins.modules import scheduled_event_approve as approve
 
-from mock_imds_helpers import start_mock
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
 
-from ..module_utils.fakes import answer
-from .module_harness import (check_documented_options, check_examples_use_fqcn, check_result_against_return_doc,
-                             doc_answer, name_answer, raw_event, recap, run_examples, run_module)
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import answer
+from ansible_collections.azure_imds.scheduled_events.tests.support.module_harness import (
+    check_documented_options, check_examples_use_fqcn, check_result_against_return_doc, doc_answer,
+    name_answer, raw_event, recap, run_examples, run_module)
 
 A = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 B = "0A1B2C3D-4E5F-6071-8293-A4B5C6D7E8F9"

@@ -12,7 +12,7 @@ from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils import
 from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils._wait_state import (
     Condition, Goal, Waiter, WaitInputError)
 
-from ..module_utils.fakes import FakeClock
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import FakeClock
 
 REBOOT_ID = "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 FREEZE_ID = "0B5D9B1B-5F41-4BB0-A5D9-0C0E0B7A6F10"

@@ -5,16 +5,13 @@
 pages, and the --check that `make test` relies on."""
 
 import os
-import sys
 import textwrap
 
 import pytest
 import yaml
 
-from .conftest import ROOT
-
-sys.path.insert(0, os.path.join(ROOT, "docs"))
-import generate_reference as gen  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from ansible_collections.azure_imds.scheduled_events.docs import generate_reference as gen
+from ansible_collections.azure_imds.scheduled_events.tests.harness.collection_path import ROOT
 
 ROLE = "azure_imds.scheduled_events.thing"
 ROLE_CONTEXT = gen.Context(current_plugin=gen.dom.PluginIdentifier(fqcn=ROLE, type="role"), role_entrypoint="main")

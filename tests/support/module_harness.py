@@ -1,9 +1,9 @@
-"""Run a module's main() the way Ansible does, with the client's clock and transport faked.
+"""Run a module's main() the way Ansible does, with the client's clock and transport faked; check
+documented options against an argument spec.
 
-Shared by the module tests of this folder (ansible-test wants __init__.py empty, hence a file of
-its own): AnsibleModule.exit_json/fail_json are patched to raise, the arguments go in through
-ansible.module_utils.testing.patch_module_args, and the module gets a Runtime whose clock never
-really sleeps.
+Shared by the module tests and the action plugin's tests: AnsibleModule.exit_json/fail_json are
+patched to raise, the arguments go in through ansible.module_utils.testing.patch_module_args, and
+the module gets a Runtime whose clock never really sleeps.
 """
 
 import json
@@ -16,10 +16,9 @@ import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _module_runner
-
-from ..module_utils.fakes import FakeClock, ScriptedTransport, answer
-from ..module_utils.test_options import _compare as compare_options
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _module_runner, _options
+from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import FakeClock, ScriptedTransport, answer
 
 # Mon, 11 Apr 2022 22:00:00 GMT: the wall clock every module run sees.
 NOW_EPOCH = 1649714400.0
@@ -108,6 +107,29 @@ def name_answer(name="web_0"):
 
 # -- documentation against code ------------------------------------------------------------------
 
+def compare_options(doc_text, spec):
+    """The options documented in doc_text (YAML with an options key) are those of the argument spec."""
+    documented = yaml.safe_load(doc_text)["options"]
+    assert sorted(documented) == sorted(spec)
+    for name, doc in documented.items():
+        arg = spec[name]
+        assert doc["type"] == arg["type"], name
+        assert doc.get("elements") == arg.get("elements"), name
+        assert doc.get("choices") == arg.get("choices"), name
+        default = doc.get("default")
+        if arg["type"] == "float" and default is not None:
+            default = float(default)
+        assert default == arg.get("default"), name
+        assert doc.get("required", False) == arg.get("required", False), name
+        assert doc["description"], name
+        if arg["type"] in ("int", "float"):
+            # Every number has a checked range, and the documentation states it as the check does.
+            assert name in _options.NUMBER_RANGES, name
+            description = " ".join(doc["description"] if isinstance(doc["description"], list)
+                                   else [doc["description"]])
+            assert _options.range_text(name) in " ".join(description.split()), (name, _options.range_text(name))
+
+
 def documented_options(module):
     """The module's options with its doc fragments merged in, as ansible-doc shows them."""
     from ansible_collections.azure_imds.scheduled_events.plugins.doc_fragments.imds import ModuleDocFragment
@@ -157,11 +179,7 @@ def check_result_against_return_doc(module, result):
 
 # -- running EXAMPLES against the mock -----------------------------------------------------------
 
-TESTS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(TESTS_DIR, "harness"))
-import collection_path  # noqa: E402  pylint: disable=wrong-import-position,import-error
-
-COLLECTIONS_FARM = collection_path.collections_dir(os.path.dirname(TESTS_DIR))
+COLLECTIONS_FARM = collection_path.collections_dir()
 
 
 def run_examples(module, mock_url, tmp_path):

@@ -5,15 +5,10 @@
 when the order is wrong or two hosts overlap, and pass on a good run."""
 
 import json
-import os
-import sys
 
 import pytest
 
-from .conftest import ROOT
-
-sys.path.insert(0, os.path.join(ROOT, "extensions", "demo"))
-import timeline  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from ansible_collections.azure_imds.scheduled_events.extensions.demo import timeline
 
 IDS = {"web_0": "AAAAAAAA-0000-0000-0000-000000000000", "web_1": "BBBBBBBB-0000-0000-0000-000000000000"}
 

@@ -26,15 +26,14 @@ import tarfile
 import pytest
 import yaml
 
-from once_per_run import once_per_run  # pylint: disable=import-error
-
-from .conftest import BIN, ROOT, load_yaml
+from ansible_collections.azure_imds.scheduled_events.tests.support.once_per_run import once_per_run
+from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks import BIN, ROOT, load_yaml
 
 EE_DIR = os.path.join(ROOT, "extensions", "ee")
 DOCS = os.path.join(ROOT, "docs")
 GPL3 = "/usr/share/common-licenses/GPL-3"
 # Development-only paths that must stay out of the tarball (galaxy.yml build_ignore).
-DEV_ONLY = ("build/", ".cache/", ".venv/", ".hypothesis/", ".pytest_cache/", "tests/", "bench/", "extensions/ee/",
+DEV_ONLY = ("build/", ".cache/", ".venv/", ".hypothesis/", ".pytest_cache/", "tests/", "bench/", "devtools/", "extensions/ee/",
             "extensions/demo/", "extensions/molecule/", "docs/generate_reference.py", "Makefile")
 
 
@@ -67,7 +66,7 @@ def galaxy():
 
 
 # The tarball, its installed copy and the build context are made once for every test of the run
-# (ansible-test forks each test: see tests/once_per_run.py); the fixtures hand out their paths.
+# (ansible-test forks each test: see tests/support/once_per_run.py); the fixtures hand out their paths.
 
 def build_tarball(out):
     galaxy_yml = load_yaml(os.path.join(ROOT, "galaxy.yml"))

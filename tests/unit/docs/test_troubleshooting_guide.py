@@ -15,7 +15,7 @@ import pytest
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _imds, _module_runner
 
-from ..plugins.module_utils.fakes import FakeClock, ScriptedTransport, answer, fail
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import FakeClock, ScriptedTransport, answer, fail
 
 GUIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
                      "docs", "docsite", "rst", "troubleshooting.rst")

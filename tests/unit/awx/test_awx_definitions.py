@@ -16,7 +16,7 @@ import subprocess
 import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from .conftest import BIN, FARM, PLAYBOOK_NAMES, PLAYBOOKS, ROOT, load_yaml, playbook_options
+from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks import BIN, FARM, PLAYBOOK_NAMES, PLAYBOOKS, ROOT, load_yaml, playbook_options
 
 AWX = os.path.join(ROOT, "extensions", "awx")
 PROJECT = os.path.join(AWX, "project")

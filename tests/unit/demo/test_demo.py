@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 
-from .conftest import ROOT
+from ansible_collections.azure_imds.scheduled_events.tests.harness.collection_path import ROOT
 
 DEMO = os.path.join(ROOT, "extensions", "demo", "run_demo.py")
 
