@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to azure_imds.scheduled_events
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Benchmark of the watcher daemon (roles/watcher/files/scheduled_events_watcher.py), loopback only.
+"""Benchmark of the watcher daemon (roles/watcher/files/scheduled_events_watcher/), loopback only.
 
 Runs the real daemon (`run`, as the service does) against the mock IMDS (a subprocess), and:
   1. reaction: --events events, one at a time, each created at a random moment of the poll cycle:
@@ -37,12 +37,15 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DAEMON = os.path.join(ROOT, "roles", "watcher", "files", "scheduled_events_watcher.py")
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, os.path.join(ROOT, "plugins", "module_utils"))
+# The daemon as the service runs it (python3 -m scheduled_events_watcher), by the collection's name:
+# tests/harness/loopback-only (make bench) puts this checkout on PYTHONPATH, which the daemon inherits.
+DAEMON = [sys.executable, "-m", "ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher"]
 
-import _imds  # noqa: E402  pylint: disable=wrong-import-position,import-error
-from mock_imds_helpers import spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
+try:
+    from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds
+    from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import spawn_mock
+except ModuleNotFoundError as missing:
+    sys.exit("watcher_bench.py: %s: run it with `make bench` (tests/harness/loopback-only puts this checkout on the import path)" % missing)
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -205,7 +208,7 @@ def start_daemon(workdir, config):
     env.pop("JOURNAL_STREAM", None)
     env.pop("NOTIFY_SOCKET", None)
     with open(os.path.join(workdir, "watcher.log"), "wb") as log:
-        daemon = subprocess.Popen([sys.executable, DAEMON, "run", "--config", config], stdout=log,
+        daemon = subprocess.Popen(DAEMON + ["run", "--config", config], stdout=log,
                                   stderr=subprocess.STDOUT, env=env)
     wait_for(lambda: os.path.exists(os.path.join(workdir, "state", "state.json")), 30, "the watcher to start")
     return daemon

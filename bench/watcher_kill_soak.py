@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to azure_imds.scheduled_events
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Kill -9 soak of the watcher daemon (roles/watcher/files/scheduled_events_watcher.py), loopback only.
+"""Kill -9 soak of the watcher daemon (roles/watcher/files/scheduled_events_watcher/), loopback only.
 
 The real daemon runs as a plain subprocess (`run --config`, no systemd: the path where a killed
 watcher can leave its handlers behind) against the mock IMDS, with drain, started and recover
@@ -43,12 +43,22 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DAEMON = os.path.join(ROOT, "roles", "watcher", "files", "scheduled_events_watcher.py")
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "unit", "watcher"))
+# The daemon's package by the collection's name: tests/harness/loopback-only (make bench) puts this
+# checkout on PYTHONPATH, which the daemon inherits. --daemon DIR runs another copy instead.
+DAEMON_PACKAGE = "ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher"
 
-from mock_imds_helpers import MockControlError, spawn_mock  # noqa: E402  pylint: disable=wrong-import-position,import-error
-from notify_receiver import Receiver  # noqa: E402  pylint: disable=wrong-import-position,import-error
+try:
+    from ansible_collections.azure_imds.scheduled_events.devtools.notify_receiver import Receiver
+    from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import (
+        MockControlError, spawn_mock)
+except ModuleNotFoundError as missing:
+    sys.exit("watcher_kill_soak.py: %s: run it with `make bench` (tests/harness/loopback-only puts this checkout on the import path)" % missing)
+
+
+def daemon_command(directory):
+    """The daemon's command line: this tree's package, or the one installed in directory."""
+    return [sys.executable, "-m", "scheduled_events_watcher" if directory else DAEMON_PACKAGE]
+
 
 VM = "vm0"
 OTHER_VM = "vm1"
@@ -291,9 +301,11 @@ class Soak(object):
         env = dict(os.environ)
         env.pop("JOURNAL_STREAM", None)
         env["SOAK_GEN"] = str(gen)
+        if self.args.daemon:
+            env["PYTHONPATH"] = os.path.abspath(self.args.daemon)
         with open(os.path.join(self.logs, "daemon-%03d.log" % gen), "wb") as log:
             # Its own session: a Ctrl-C at the terminal reaches the soak, which then ends everything.
-            self.daemon = subprocess.Popen([sys.executable, self.args.daemon, "run", "--config", self.config],
+            self.daemon = subprocess.Popen(daemon_command(self.args.daemon) + ["run", "--config", self.config],
                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                            env=env, start_new_session=True)
         self.gens.append({"gen": gen, "pid": self.daemon.pid, "start": time.time(), "up": None, "end": None,
@@ -1034,9 +1046,10 @@ def main(argv=None):
     parser.add_argument("--kills", type=int, default=None,
                         help="kill -9 of the daemon (default 102 for 240 s, in proportion to --seconds)")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock; printed)")
-    parser.add_argument("--daemon", default=DAEMON,
-                        help="the daemon's program (default: this tree's), e.g. a copy of an older commit with "
-                        "_imds.py beside it")
+    parser.add_argument("--daemon", default=None, metavar="DIR",
+                        help="run the daemon from DIR, laid out as the watcher role installs it (the package "
+                        "scheduled_events_watcher/ and ansible_collections/.../plugins/module_utils/), e.g. an "
+                        "older release's; default: this tree's")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (kept anyway on violations)")
     args = parser.parse_args(argv)
     if not os.environ.get("AZURE_IMDS_TEST_ISOLATION"):

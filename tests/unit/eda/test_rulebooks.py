@@ -114,12 +114,9 @@ def test_vm_local_a_freeze_of_5_seconds_runs_no_playbook_and_is_logged(mock, rul
 # -- central: the watchers' notifications through the webhook -----------------------------------
 
 def watcher_notify():
-    """The watcher's notify module, imported as the daemon imports it (by plain name, beside
-    _transitions.py), for the body it POSTs."""
-    for path in (os.path.join(ROOT, "plugins", "module_utils"), os.path.join(ROOT, "roles", "watcher", "files")):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    return importlib.import_module("watcher_notify")
+    """The watcher's notify module, as the daemon imports it, for the body it POSTs."""
+    return importlib.import_module(
+        "ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.notify")
 
 
 class Observer(object):

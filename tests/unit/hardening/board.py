@@ -32,6 +32,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
 # Threads per pool. Matrix cells mostly sleep in retries and deadlines; bad-input cases are short
 # subprocesses that need the CPU, so they get fewer threads on this 2-core machine. Halved when
 # two xdist workers each run a runner.
@@ -107,18 +111,23 @@ class Board(object):
         return self._directory
 
     def start(self, cells):
-        """Start a runner for cells, [(priority, pool, key, module name)], slowest first."""
+        """Start a runner for cells, [(priority, pool, key, module file)], slowest first. The runner
+        imports each module by the collection's name, from the collections directory that holds
+        this checkout, whatever name the test run gave it."""
         seen = set()
         cells = [cell for cell in sorted(cells, key=lambda cell: -cell[0]) if not (cell[2] in seen or seen.add(cell[2]))]
         if not cells:
             return
         job = os.path.join(self.directory, "runner-%d.json" % os.getpid())
         with open(job, "w") as handle:
-            json.dump({"directory": self.directory, "sys_path": sys.path, "halve": bool(os.environ.get("PYTEST_XDIST_WORKER")),
-                       "cells": [[pool, key, module] for _priority, pool, key, module in cells]}, handle)
+            json.dump({"directory": self.directory, "halve": bool(os.environ.get("PYTEST_XDIST_WORKER")),
+                       "cells": [[pool, key, _collection_name(module)] for _priority, pool, key, module in cells]},
+                      handle)
         self._runner_log = job[:-len(".json")] + ".log"
         with open(self._runner_log, "wb") as log:
-            subprocess.Popen([sys.executable, os.path.abspath(__file__), job], stdin=subprocess.DEVNULL,
+            tree = collection_path.collections_dir(ROOT)
+            env = dict(os.environ, PYTHONPATH=tree, ANSIBLE_COLLECTIONS_PATH=tree)
+            subprocess.Popen([sys.executable, os.path.abspath(__file__), job], stdin=subprocess.DEVNULL, env=env,
                              stdout=log, stderr=subprocess.STDOUT, close_fds=True, start_new_session=True)
         self._started.update(key for _priority, _pool, key, _module in cells)
 
@@ -165,11 +174,20 @@ class Board(object):
 BOARD = Board()
 
 
+def _collection_name(module_file):
+    """tests/unit/hardening/x.py -> ansible_collections.azure_imds.scheduled_events.tests.unit.hardening.x"""
+    relative = os.path.splitext(os.path.relpath(os.path.realpath(module_file), os.path.realpath(ROOT)))[0]
+    return ".".join(("ansible_collections", "azure_imds", "scheduled_events") + tuple(relative.split(os.sep)))
+
+
 def run(job_file):
     """The runner: every cell of the job, in its order, in pools of threads."""
     with open(job_file) as handle:
         job = json.load(handle)
-    sys.path[:] = job["sys_path"]
+    # As under ansible-test and tests/unit/conftest.py: the collection's modules load through
+    # ansible-core's collection loader.
+    from ansible.plugins.loader import init_plugin_loader  # pylint: disable=import-outside-toplevel
+    init_plugin_loader()
     works = {}
     for module_name in sorted(set(module for _pool, _key, module in job["cells"])):
         works.update(importlib.import_module(module_name).cells())

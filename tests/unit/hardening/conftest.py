@@ -20,7 +20,7 @@ def pytest_collection_finish(session):
             started = prefetch(callspec.params)
             if started is not None:
                 priority, pool, key, _work = started
-                cells.append((priority, pool, key, module.__name__))
+                cells.append((priority, pool, key, module.__file__))
     BOARD.start(cells)
 
 

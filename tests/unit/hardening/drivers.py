@@ -20,9 +20,8 @@ import threading
 import time
 from unittest import mock as unittest_mock
 
-import collection_path  # tests/harness, made importable by tests/unit/conftest.py  # pylint: disable=import-error
-from mock_imds_helpers import start_mock
-
+from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
 from ..plugins.module_utils.test_imds_http import TrapProxy
 from ..watcher.helpers import watcher_command
 from .board import CLEAN_ERROR, CRASH, HANG, SUCCESS

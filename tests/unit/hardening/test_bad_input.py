@@ -21,26 +21,11 @@ import time
 import pytest
 import yaml
 
-from mock_imds_helpers import start_mock
-
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
+from ansible_collections.azure_imds.scheduled_events.tests.support.bad_input import NUMBER_VALUES
 from .board import ACCEPTED, BOARD, EXCEPTION, HANG, REFUSED
 from .drivers import (INTERNAL_ERROR, VM, WATCHER, COLLECTIONS_FARM, Process, clean_env, make_wait_action,
                       run_module)
-
-NUMBER_VALUES = [
-    ("nan", float("nan")),
-    ("+inf", float("inf")),
-    ("-inf", float("-inf")),
-    ("negative", -1),
-    ("zero", 0),                     # only for options where zero is not a valid value
-    ("huge", 1e308),
-    ("string", "abc"),
-    ("bool", True),
-    ("list", [1]),
-    ("fullwidth_5", u"\uff15"),                   # "５": float() reads it as 5.0
-    ("fullwidth_1e3", u"\uff11e3"),               # "１e3": float() reads it as 1000.0
-    ("nan_as_text", "nan"),
-]
 
 # {port} is the mock's: a URL that slipped through would reach it and show in its audit.
 URL_VALUES = [

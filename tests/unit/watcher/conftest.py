@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 @pytest.fixture
 def receiver():
     """A stand-in notification receiver on 127.0.0.1 (notify_receiver.Receiver), not yet started."""
-    from .notify_receiver import Receiver  # pylint: disable=import-outside-toplevel
+    from ansible_collections.azure_imds.scheduled_events.devtools.notify_receiver import Receiver
 
     handle = Receiver()
     yield handle
@@ -21,7 +21,7 @@ def receiver():
 @pytest.fixture
 def fleet_mock():
     """The mock IMDS on 127.0.0.1 with web_0, web_1 and web_10 in one availability set, no rate limit."""
-    from mock_imds_helpers import start_mock  # pylint: disable=import-outside-toplevel,import-error
+    from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
     from .test_e2e_mock import FLEET  # pylint: disable=import-outside-toplevel
 
     with start_mock(fleet=FLEET, rate_limit=False) as handle:

@@ -7,7 +7,7 @@ import sys
 import textwrap
 import time
 
-import collection_path  # tests/harness, made importable by tests/unit/conftest.py  # pylint: disable=import-error
+from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
 
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import config as watcher_config
 

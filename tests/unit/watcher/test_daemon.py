@@ -14,7 +14,7 @@ from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.schedul
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import daemon
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import log as watcher_log
 
-from ..plugins.module_utils.fakes import FakeClock, ScriptedTransport, answer, fail
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import FakeClock, ScriptedTransport, answer, fail
 from .helpers import ID_A, ID_B, LogSink, config, document, raw_event
 
 EPOCH = 1700000000.0

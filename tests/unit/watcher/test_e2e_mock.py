@@ -14,9 +14,8 @@ import sys
 import pytest
 
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli
-from mock_imds_helpers import start_mock
-
-from ..plugins.module_utils.fakes import FakeClock
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import FakeClock
 from .helpers import LogSink, config, watcher_command, watcher_environment
 from .test_daemon import InlineWatcher
 

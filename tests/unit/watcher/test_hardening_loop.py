@@ -14,7 +14,7 @@ from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.schedul
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import records as watcher_records
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import status as watcher_status
 
-from ..plugins.module_utils.fakes import answer
+from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import answer
 from .helpers import ID_A, ID_B, config, document
 from .test_daemon import build, gaps, methods, scheduled
 

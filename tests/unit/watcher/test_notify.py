@@ -17,8 +17,7 @@ from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.schedul
     StateStore)
 
 from .helpers import ID_A, ID_B, ID_C, LogSink, event, watcher_command, watcher_environment
-from .notify_receiver import free_port, self_signed_certificate
-
+from ansible_collections.azure_imds.scheduled_events.devtools.notify_receiver import free_port, self_signed_certificate
 RECEIVER_WAIT = 60.0         # only bounds a hang
 
 

@@ -7,7 +7,7 @@ import signal
 import subprocess
 
 from .helpers import ID_A
-from .notify_receiver import free_port, self_signed_certificate
+from ansible_collections.azure_imds.scheduled_events.devtools.notify_receiver import free_port, self_signed_certificate
 from .test_e2e_mock import Vm
 from .test_operations import GALAXY_VERSION
 

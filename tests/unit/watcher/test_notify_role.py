@@ -10,9 +10,9 @@ import sys
 
 from .conftest import ROOT
 
-import collection_path  # tests/harness, made importable by tests/unit/conftest.py  # pylint: disable=import-error
+from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
 
-from ..playbooks.conftest import one_case_per_host_playbook  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks import one_case_per_host_playbook
 
 PLAYBOOK_LIMIT = 600.0      # bounds a hang of one playbook run on a busy machine
 RECEIVER_WAIT = 90.0

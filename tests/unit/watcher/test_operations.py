@@ -22,8 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import liveness as watcher_liveness
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import metrics as watcher_metrics
-from mock_imds_helpers import MOCK_PATH, start_mock
-
+from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import MOCK_PATH, start_mock
 from .conftest import ROOT
 from .helpers import config, watcher_command, watcher_environment
 from .test_e2e_mock import FLEET, Vm

@@ -16,7 +16,7 @@ import pytest
 
 from .conftest import ROOT
 
-import collection_path  # tests/harness, made importable by tests/unit/conftest.py  # pylint: disable=import-error
+from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
 
 GUIDE = os.path.join(ROOT, "docs", "docsite", "rst", "troubleshooting.rst")
 RUN_LIMIT = 600.0           # bounds a hang of one playbook run on a busy machine

@@ -165,7 +165,7 @@ _COLLECTIONS = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__fi
 if os.path.isdir(os.path.join(_COLLECTIONS, "ansible_collections", "azure_imds", "scheduled_events")):
     sys.path.insert(0, _COLLECTIONS)
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _imds, _transitions  # noqa: E402
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _event, _imds, _retry, _transitions
 
 DEFAULT_POLL_INTERVAL = 1.0
 # A failing IMDS is read again after the client's backoff, never later than this.
@@ -204,7 +204,7 @@ def _number(args, name, default, minimum, maximum, integer=False, unit="seconds"
             value = float(text)
         except ValueError:
             pass
-    return _imds.check_number(value, name, minimum, maximum, integer=integer, unit=unit)
+    return _edge.check_number(value, name, minimum, maximum, integer=integer, unit=unit)
 
 
 def _name_list(args, name, choices=None):
@@ -238,27 +238,27 @@ def check_args(args):
     try:
         clean = {
             "imds_url": args.get("imds_url"),
-            "api_version": _imds.validate_api_version(args.get("api_version") or _imds.DEFAULT_API_VERSION),
-            "request_timeout": _number(args, "request_timeout", _imds.DEFAULT_REQUEST_TIMEOUT,
-                                       _imds.MIN_REQUEST_TIMEOUT, _imds.MAX_TIMEOUT),
-            "poll_interval": _number(args, "poll_interval", DEFAULT_POLL_INTERVAL, _imds.MIN_POLL_INTERVAL,
-                                     _imds.MAX_TIMEOUT),
+            "api_version": _edge.validate_api_version(args.get("api_version") or _defaults.DEFAULT_API_VERSION),
+            "request_timeout": _number(args, "request_timeout", _defaults.DEFAULT_REQUEST_TIMEOUT,
+                                       _defaults.MIN_REQUEST_TIMEOUT, _defaults.MAX_TIMEOUT),
+            "poll_interval": _number(args, "poll_interval", DEFAULT_POLL_INTERVAL, _defaults.MIN_POLL_INTERVAL,
+                                     _defaults.MAX_TIMEOUT),
             "this_host_only": _flag(args, "this_host_only", False),
             "emit_existing": _flag(args, "emit_existing", True),
             "max_pending_events": _number(args, "max_pending_events", DEFAULT_MAX_PENDING_EVENTS, 1,
                                           MAX_PENDING_EVENTS, integer=True, unit="events"),
             "event_ids": _name_list(args, "event_ids"),
             "event_types": _name_list(args, "event_types"),
-            "event_statuses": _name_list(args, "event_statuses", _imds.EVENT_STATUSES),
-            "event_sources": _name_list(args, "event_sources", _imds.EVENT_SOURCES),
+            "event_statuses": _name_list(args, "event_statuses", _defaults.EVENT_STATUSES),
+            "event_sources": _name_list(args, "event_sources", _defaults.EVENT_SOURCES),
         }
         if clean["imds_url"] is not None:
             if not isinstance(clean["imds_url"], str):
                 raise SourceConfigError("imds_url must be a URL string, got %r." % (clean["imds_url"],))
-            _imds.check_base_url(clean["imds_url"])
+            _edge.check_base_url(clean["imds_url"])
         if clean["event_ids"] is not None:
-            _imds.validate_event_ids(clean["event_ids"])
-    except _imds.ImdsInputError as exc:
+            _event.validate_event_ids(clean["event_ids"])
+    except _edge.ImdsInputError as exc:
         raise SourceConfigError(str(exc))
     name = args.get("resource_name")
     if name is not None and (not isinstance(name, str) or not name.strip()):
@@ -266,15 +266,15 @@ def check_args(args):
                                 "read it from IMDS." % (name,))
     clean["resource_name"] = name
     for event_type in clean["event_types"] or []:
-        if event_type not in _imds.KNOWN_EVENT_TYPES:
+        if event_type not in _defaults.KNOWN_EVENT_TYPES:
             warnings.append("event_types: %r is not a Scheduled Events type this collection knows (%s); it is kept "
-                            "in the filter since Azure may add types." % (event_type, ", ".join(_imds.KNOWN_EVENT_TYPES)))
+                            "in the filter since Azure may add types." % (event_type, ", ".join(_defaults.KNOWN_EVENT_TYPES)))
     return clean, warnings
 
 
 def wanted(transition, options):
     """Whether a transition passes the filters."""
-    return bool(_imds.select_events([transition["scheduled_event"]], resource_name=transition["resource_name"],
+    return bool(_event.select_events([transition["scheduled_event"]], resource_name=transition["resource_name"],
                                     this_host_only=options["this_host_only"],
                                     **dict((name, options[name]) for name in FILTERS)))
 
@@ -283,7 +283,7 @@ class Poller(object):
     """The blocking half: one client, one GET per call, backoff by the client's retry table.
     Runs in a worker thread; the event loop only awaits it."""
 
-    not_retried = _imds.RetryRule("an error the client does not retry", base=1.0, cap=MAX_BACKOFF)
+    not_retried = _retry.RetryRule("an error the client does not retry", base=1.0, cap=MAX_BACKOFF)
 
     def __init__(self, options, client=None, clock=None, wall_clock=None, rng=None):
         self.options = options
@@ -293,7 +293,7 @@ class Poller(object):
         self.client.resend_on_stale_connection = False
         self._clock = clock or time.monotonic
         self._wall_clock = wall_clock or time.time
-        self._policy = _imds.RetryPolicy(rng)
+        self._policy = _retry.RetryPolicy(rng)
         self.attempts = {}
         self.failing_since = None
         self.last_logged = None
@@ -303,7 +303,7 @@ class Poller(object):
         """The delay before the next try, logging the first failure of a streak and a reminder a minute."""
         now = self._clock()
         failure = self.client.last_failures[-1] if self.client.last_failures else None
-        rule = (_imds.retry_rule_for(failure) if failure is not None else None) or self.not_retried
+        rule = (_retry.retry_rule_for(failure) if failure is not None else None) or self.not_retried
         key = (failure.kind, failure.status) if failure is not None else ("error", None)
         self.attempts[key] = self.attempts.get(key, 0) + 1
         delay = min(MAX_BACKOFF, self._policy.delay(rule, self.attempts[key],
@@ -327,13 +327,13 @@ class Poller(object):
         if self.options["resource_name"] is None:
             try:
                 self.options["resource_name"] = self.client.get_vm_name()
-            except _imds.ImdsError as exc:
+            except _edge.ImdsError as exc:
                 return self._failed(exc, "reading this VM's name (set resource_name to skip it)")
             self._succeeded()
         self.tracker = _transitions.TransitionTracker(self.options["resource_name"],
                                                       emit_existing=self.options["emit_existing"])
         LOG.info("scheduled_events: watching %s as %s every %s s", self.client.scheduled_events_url(),
-                 self.options["resource_name"], _imds.format_number(self.options["poll_interval"]))
+                 self.options["resource_name"], _edge.format_number(self.options["poll_interval"]))
         return 0.0
 
     def poll(self):
@@ -341,12 +341,12 @@ class Poller(object):
         started = self._clock()
         try:
             document = self.client.get_scheduled_events()
-        except _imds.ImdsError as exc:
+        except _edge.ImdsError as exc:
             return [], max(self.options["poll_interval"], self._failed(exc, "reading the Scheduled Events document"))
         self._succeeded()
         for warning in document.warnings:
             LOG.warning("scheduled_events: %s", warning)
-        events = _imds.annotate_events(document.events, self.options["resource_name"], now_epoch=self._wall_clock())
+        events = _event.annotate_events(document.events, self.options["resource_name"], now_epoch=self._wall_clock())
         transitions = self.tracker.observe({"incarnation": document.incarnation, "events": events})
         delay = max(0.0, started + self.options["poll_interval"] - self._clock())
         return [t for t in transitions if wanted(t, self.options)], delay
