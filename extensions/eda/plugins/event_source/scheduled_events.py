@@ -167,7 +167,6 @@ if os.path.isdir(os.path.join(_COLLECTIONS, "ansible_collections", "azure_imds",
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _event, _imds, _retry, _transitions
 
-DEFAULT_POLL_INTERVAL = 1.0
 # A failing IMDS is read again after the client's backoff, never later than this.
 MAX_BACKOFF = 10.0
 FAILURE_REMINDER_SECONDS = 60.0
@@ -197,7 +196,7 @@ def _flag(args, name, default):
 def _number(args, name, default, minimum, maximum, integer=False, unit="seconds"):
     value = args.get(name, default)
     text = value.strip() if isinstance(value, str) else None
-    if text and all(c in "0123456789+-.eE" for c in text):
+    if text and _edge.is_number_text(text):
         # A templated rulebook value arrives as text; only plain ASCII number text is read as a
         # number (float() would also take "nan", "inf" and digits of other scripts).
         try:
@@ -241,7 +240,7 @@ def check_args(args):
             "api_version": _edge.validate_api_version(args.get("api_version") or _defaults.DEFAULT_API_VERSION),
             "request_timeout": _number(args, "request_timeout", _defaults.DEFAULT_REQUEST_TIMEOUT,
                                        _defaults.MIN_REQUEST_TIMEOUT, _defaults.MAX_TIMEOUT),
-            "poll_interval": _number(args, "poll_interval", DEFAULT_POLL_INTERVAL, _defaults.MIN_POLL_INTERVAL,
+            "poll_interval": _number(args, "poll_interval", _defaults.DEFAULT_POLL_INTERVAL, _defaults.MIN_POLL_INTERVAL,
                                      _defaults.MAX_TIMEOUT),
             "this_host_only": _flag(args, "this_host_only", False),
             "emit_existing": _flag(args, "emit_existing", True),
@@ -253,8 +252,6 @@ def check_args(args):
             "event_sources": _name_list(args, "event_sources", _defaults.EVENT_SOURCES),
         }
         if clean["imds_url"] is not None:
-            if not isinstance(clean["imds_url"], str):
-                raise SourceConfigError("imds_url must be a URL string, got %r." % (clean["imds_url"],))
             _edge.check_base_url(clean["imds_url"])
         if clean["event_ids"] is not None:
             _event.validate_event_ids(clean["event_ids"])

@@ -27,7 +27,7 @@ DEFAULTS = {
     "imds_url": None,
     "api_version": _defaults.DEFAULT_API_VERSION,
     "resource_name": None,
-    "poll_interval": 1.0,
+    "poll_interval": _defaults.DEFAULT_POLL_INTERVAL,
     "request_timeout": 10.0,
     "first_request_timeout": _defaults.DEFAULT_REQUEST_TIMEOUT,
     "state_dir": "/var/lib/azure-imds-watcher",
@@ -239,9 +239,6 @@ def check_config(doc):
     config = copy.deepcopy(DEFAULTS)
     config.update(copy.deepcopy(doc))
     if config["imds_url"] is not None:
-        if not isinstance(config["imds_url"], str):
-            raise ConfigError("imds_url must be a URL string such as http://169.254.169.254, got %r."
-                              % (config["imds_url"],))
         try:
             config["imds_url"] = _edge.check_base_url(config["imds_url"])
         except _edge.ImdsInputError as exc:
