@@ -68,6 +68,7 @@ def test_the_eda_source_documents_and_applies_the_shared_imds_defaults():
 
 def test_the_watcher_configuration_takes_the_shared_imds_defaults():
     assert config.DEFAULTS["api_version"] == _defaults.DEFAULT_API_VERSION
+    assert role_spec("watcher")["watcher_api_version"]["choices"] == list(_defaults.API_VERSIONS)
     assert config.DEFAULTS["first_request_timeout"] == _defaults.DEFAULT_REQUEST_TIMEOUT
     assert config.DEFAULTS["imds_url"] is None
 
