@@ -48,12 +48,24 @@ TARGETS = os.environ.get("AZURE_IMDS_INTEGRATION_TARGETS", "").split()
 PROGRESS_EVERY = 30.0
 # Colour codes, which some tools print whatever they are told, are taken out before matching.
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# Roughly how many minutes each molecule scenario takes on this 2-core machine (the weight of
-# every suite is that: the longest start first).
-WEIGHTS = {"watcher_systemd": 9, "watcher_local": 4, "rolling_maintenance": 3}
+# Roughly how many minutes each suite takes in a full run on this 2-core machine (-j 3, beside the
+# others), from the harness's own summary (its time column; the run of 2026-11-27 with other
+# engineers' tests beside it): the longest start first, so that no long suite starts late and runs
+# alone at the end. The units suites are the critical path (each about 60% of its time on the CPU,
+# together 60% of the run's CPU); molecule/watcher_systemd mostly waits for its container, so it
+# runs beside them. Keyed by suite name, else by kind; update it from a full run's summary.
+WEIGHTS = {
+    "units": 21, "molecule/watcher_systemd": 20, "integration": 4, "molecule/watcher_local": 4, "sanity": 1.2,
+    "molecule/rolling_maintenance": 1, "ee": 1, "lint": 0.7, "docsite": 0.3, "changelog": 0, "docs": 0,
+}
+
 # ansible-test's shared directory: tests/harness/prepare builds the sanity environments there
 # holding this lock exclusively; sanity suites hold it shared while they use them.
 ANSIBLE_TEST_LOCK = os.path.expanduser("~/.ansible/test/azure_imds.lock")
+
+
+def weight(suite):
+    return WEIGHTS.get(suite["name"], WEIGHTS.get(suite["kind"], 3))
 
 
 def core_version(venv):
@@ -143,15 +155,15 @@ def core_suites(venv, version, python):
     ansible_test = os.path.join(venv, "bin", "ansible-test")
     common = ["--local", "--python", python, "--color", "no"]
     return [
-        dict(name="integration/%s" % version, kind="integration", unit="targets", venv=venv, weight=5,
+        dict(name="integration/%s" % version, kind="integration", unit="targets", venv=venv,
              cmd=[ansible_test, "integration"] + common + ["--continue-on-error"] + TARGETS, counter=count_integration,
              progress=[r"^Running (\S+) integration test role", r"^TASK \[(.+?)\]"],
              forbid=[r"All targets skipped", r"Skipping \S+ integration"]),
-        dict(name="sanity/%s" % version, kind="sanity", unit="sanity tests", venv=venv, weight=1.5, lock=True,
+        dict(name="sanity/%s" % version, kind="sanity", unit="sanity tests", venv=venv, lock=True,
              cmd=[ansible_test, "sanity"] + common, counter=count_sanity,
              progress=[r"^Running sanity test [\"']([^\"']+)[\"']"],
              forbid=[r"Required program \S+ not found", r"Skipping sanity test", r"All targets skipped"]),
-        dict(name="units/%s" % version, kind="units", unit="tests", venv=venv, weight=5,
+        dict(name="units/%s" % version, kind="units", unit="tests", venv=venv,
              cmd=[ansible_test, "units"] + common + ["--num-workers", "2"], counter=count_junit,
              progress=[r"^Unit test (\S+ with Python \S+)", r"\[\s*(\d+%)\]"],
              forbid=[r"\d+ skipped", r"\d+ xfailed", r"\d+ deselected"]),
@@ -169,28 +181,28 @@ def suite_table():
             suites += core_suites(venv, *versions)
     # One suite per molecule scenario, so that the scenarios run beside the other suites.
     suites += [
-        dict(name="molecule/%s" % scenario, kind="molecule", unit="scenarios", weight=WEIGHTS.get(scenario, 3),
+        dict(name="molecule/%s" % scenario, kind="molecule", unit="scenarios",
              cwd="extensions", cmd=[os.path.join(BIN, "molecule"), "test", "-s", scenario], counter=count_check,
              progress=[r"(?:INFO|WARNING)\s+(\S+ ➜ \w+)", r"TASK \[([^\]]+)\]?"])
         for scenario in molecule_scenarios()]
     suites += [
         # As from a plain checkout: .ansible-lint holds the profile, and ansible-lint installs this
         # checkout into .ansible/collections itself (no collections path is given).
-        dict(name="lint", kind="lint", unit="check", weight=0.7, cwd="root", own_netns=False,
+        dict(name="lint", kind="lint", unit="check", cwd="root", own_netns=False,
              cmd=[os.path.join(BIN, "ansible-lint"), "--nocolor"], counter=count_check,
              unset=("ANSIBLE_COLLECTIONS_PATH", "MOLECULE_COLLECTIONS_PATH"), importable=False),
-        dict(name="changelog", kind="changelog", unit="check", weight=0, cwd="root", own_netns=False,
+        dict(name="changelog", kind="changelog", unit="check", cwd="root", own_netns=False,
              cmd=[os.path.join(BIN, "antsibull-changelog"), "lint"], counter=count_check),
-        dict(name="docs", kind="docs", unit="check", weight=0, cwd="root", own_netns=False,
+        dict(name="docs", kind="docs", unit="check", cwd="root", own_netns=False,
              cmd=[sys.executable, os.path.join(ROOT, "docs", "generate_reference.py"), "--check"],
              counter=count_check),
         # antsibull-docs lints every documented thing and renders the docsite, built by sphinx -W.
-        dict(name="docsite", kind="docsite", unit="check", weight=2, cwd="root",
+        dict(name="docsite", kind="docsite", unit="check", cwd="root",
              cmd=[sys.executable, os.path.join(ROOT, "docs", "check_docsite.py")], counter=count_check,
              progress=[r"^docsite: +(.{0,60})"]),
         # The execution environment built from Debian packages and run with ansible-navigator
         # against the mock (the build has no network; the playbooks use the suite's loopback).
-        dict(name="ee", kind="ee", unit="check", weight=7, cwd="root",
+        dict(name="ee", kind="ee", unit="check", cwd="root",
              cmd=[os.path.join(ROOT, "tests", "ee", "run")], counter=count_check,
              progress=[r"^ee: +([^:]+)"]),
     ]
@@ -243,7 +255,10 @@ class Printer:
 
 
 def run_command(suite, cmd, cwd, log, env):
-    """Run cmd with its output into log; say where it is at least every PROGRESS_EVERY seconds."""
+    """Run cmd with its output into log; say where it is at least every PROGRESS_EVERY seconds.
+    Answers (exit status, CPU seconds): the user and system time of cmd and of every process under
+    it that was waited for (in a PID namespace of its own, that is all of them; containers that
+    podman runs are not its children and are not counted)."""
     patterns = [re.compile(p) for p in suite.get("progress", ())]
     start = time.monotonic()
     state = dict(at=None, said_at=None, said=start)
@@ -271,7 +286,9 @@ def run_command(suite, cmd, cwd, log, env):
             if now - state["said"] >= PROGRESS_EVERY or (state["at"] != state["said_at"] and now - state["said"] >= 10):
                 Printer.say("harness: %-18s %5.0fs  at: %s" % (suite["name"], now - start, state["at"] or "(starting)"))
                 state.update(said=now, said_at=state["at"])
-        return proc.wait()
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def prepare_copy(snapshot, suite):
@@ -290,7 +307,7 @@ def run_suite(suite, snapshot):
     if "missing" in suite:
         with open(log, "a") as handle:
             handle.write("harness: %s is missing; `make venvs` builds it\n" % suite["missing"])
-        return 1, 0, 1, log
+        return 1, 0, 1, log, 0.0
     copy = prepare_copy(snapshot, suite)
     collections = os.path.dirname(os.path.dirname(os.path.dirname(copy)))
     env = environment(collections, suite.get("venv"), suite.get("importable", True))
@@ -301,7 +318,7 @@ def run_suite(suite, snapshot):
     if suite.get("lock"):
         os.makedirs(os.path.dirname(ANSIBLE_TEST_LOCK), exist_ok=True)
         cmd = ["flock", "--shared", ANSIBLE_TEST_LOCK] + cmd
-    rc = run_command(suite, cmd, cwd, log, env)
+    rc, cpu = run_command(suite, cmd, cwd, log, env)
     with open(log, encoding="utf-8", errors="replace") as handle:
         text = handle.read()
     passed, failed = suite["counter"](text, rc, copy)
@@ -313,8 +330,8 @@ def run_suite(suite, snapshot):
             # Nothing is skipped to get green: a skip the tool reports is a failure here.
             with open(log, "a") as handle:
                 handle.write("harness: the log says %r: this suite skipped something\n" % found.group(0))
-            return rc or 1, passed, max(failed, 1), log
-    return rc, passed, failed, log
+            return rc or 1, passed, max(failed, 1), log, cpu
+    return rc, passed, failed, log, cpu
 
 
 def wanted_suites(suites, argv):
@@ -331,7 +348,8 @@ def wanted_suites(suites, argv):
 
 def run_all(suites, jobs, snapshot):
     """Run suites on `jobs` workers, heaviest first; answers the results in table order."""
-    queue = sorted(suites, key=lambda s: -s.get("weight", 1))
+    queue = sorted(suites, key=lambda s: -weight(s))
+    began = time.monotonic()
     results = {}
     lock = threading.Lock()
 
@@ -343,7 +361,7 @@ def run_all(suites, jobs, snapshot):
                 suite = queue.pop(0)
             Printer.say("harness: %-18s started" % suite["name"])
             start = time.monotonic()
-            rc, passed, failed, log = run_suite(suite, snapshot)
+            rc, passed, failed, log, cpu = run_suite(suite, snapshot)
             took = time.monotonic() - start
             ok = rc == 0 and failed == 0 and passed > 0
             if ok or failed:
@@ -351,9 +369,10 @@ def run_all(suites, jobs, snapshot):
             else:
                 why = " (exit %d)" % rc if rc else " (ran nothing)"
                 failed = max(failed, 1)
-            results[suite["name"]] = dict(suite=suite, ok=ok, passed=passed, failed=failed, took=took, log=log)
-            Printer.say("harness: %-18s %s  %d passed, %d failed  %6.1fs%s  log: %s" % (
-                suite["name"], "PASS" if ok else "FAIL", passed, failed, took, why, os.path.relpath(log, ROOT)))
+            results[suite["name"]] = dict(suite=suite, ok=ok, passed=passed, failed=failed, took=took, log=log,
+                                          cpu=cpu, at=start - began)
+            Printer.say("harness: %-18s %s  %d passed, %d failed  %6.1fs (cpu %.0fs)%s  log: %s" % (
+                suite["name"], "PASS" if ok else "FAIL", passed, failed, took, cpu, why, os.path.relpath(log, ROOT)))
             if not ok:
                 with open(log, encoding="utf-8", errors="replace") as handle:
                     lines = handle.read().splitlines()
@@ -397,11 +416,14 @@ def main(argv):
     snapshot = collection_path.copy_for_ansible_test(os.path.join(BUILD, "snapshot"))
     results = run_all(suites, jobs, snapshot)
     print("")
-    print("harness: %-18s %-6s %7s %7s  %-13s %8s" % ("suite", "result", "passed", "failed", "counting", "time"))
+    # started: seconds after the first suite; cpu: see run_command (the time column's weights are WEIGHTS).
+    print("harness: %-18s %-6s %7s %7s  %-13s %8s %8s %7s" % (
+        "suite", "result", "passed", "failed", "counting", "started", "time", "cpu"))
     for r in results:
-        print("harness: %-18s %-6s %7d %7d  %-13s %7.1fs" % (r["suite"]["name"], "PASS" if r["ok"] else "FAIL",
-                                                             r["passed"], r["failed"], r["suite"]["unit"], r["took"]))
-    print("harness: wall time %.1fs" % (time.monotonic() - began))
+        print("harness: %-18s %-6s %7d %7d  %-13s %7.0fs %7.1fs %6.0fs" % (
+            r["suite"]["name"], "PASS" if r["ok"] else "FAIL", r["passed"], r["failed"], r["suite"]["unit"],
+            r.get("at", 0), r["took"], r.get("cpu", 0)))
+    print("harness: wall time %.1fs, cpu %.0fs" % (time.monotonic() - began, sum(r.get("cpu", 0) for r in results)))
     # CI reads this plain line.
     print("%d passed, %d failed" % (sum(r["passed"] for r in results), sum(r["failed"] for r in results)))
     return 0 if all(r["ok"] for r in results) else 1
