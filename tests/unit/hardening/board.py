@@ -32,8 +32,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 # Threads per pool. Matrix cells mostly sleep in retries and deadlines; bad-input cases are short
@@ -125,6 +123,9 @@ class Board(object):
                       handle)
         self._runner_log = job[:-len(".json")] + ".log"
         with open(self._runner_log, "wb") as log:
+            # Imported here: the runner (this file as a program) must install ansible-core's collection
+            # loader before anything imports the collection.
+            from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path  # pylint: disable=import-outside-toplevel
             tree = collection_path.collections_dir(ROOT)
             env = dict(os.environ, PYTHONPATH=tree, ANSIBLE_COLLECTIONS_PATH=tree)
             subprocess.Popen([sys.executable, os.path.abspath(__file__), job], stdin=subprocess.DEVNULL, env=env,
