@@ -74,7 +74,6 @@ class ImdsInputError(ValueError):
     """The caller passed a value this client cannot use (bad URL, api-version, EventId)."""
 
 
-
 # --------------------------------------------------------------------------------------------
 # Values at the edge: numbers, text and deadlines
 # --------------------------------------------------------------------------------------------
@@ -128,8 +127,6 @@ def check_number(value, name, minimum=None, maximum=None, integer=False, allow_n
     return int(value) if integer else float(value)
 
 
-
-
 def short_repr(value, limit=80):
     """repr(value), shortened for a message."""
     text = repr(value)
@@ -167,7 +164,6 @@ class Deadline:
 
     def __repr__(self):
         return "Deadline(%.3fs left)" % self.remaining()
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,4 +301,3 @@ def clean_value(value, depth, replaced):
         return dict((clean_value(key, depth, replaced), clean_value(item, depth + 1, replaced))
                     for key, item in value.items())
     return value
-

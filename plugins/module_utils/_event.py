@@ -320,7 +320,6 @@ class ScheduledEvents:
         return None
 
 
-
 # --------------------------------------------------------------------------------------------
 # Selecting events
 # --------------------------------------------------------------------------------------------
@@ -371,4 +370,3 @@ def annotate_events(events, resource_name, now_epoch=None):
         annotated.append(copy)
     annotated.sort(key=lambda e: (e["not_before"] is not None, e["not_before"] or "", e.get("event_id") or ""))
     return annotated
-

@@ -15,7 +15,7 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _event, _imds, _options
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _event, _options
 
 
 class Runtime:

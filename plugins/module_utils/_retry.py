@@ -118,4 +118,3 @@ def parse_retry_after(value, now_epoch=None):
         seconds = epoch - now_epoch
     # NaN is no instruction at all; infinity is just "long", which the cap deals with.
     return None if math.isnan(seconds) else max(0.0, seconds)
-

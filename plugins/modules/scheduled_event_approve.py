@@ -267,7 +267,7 @@ def approve(module, client, runtime):
                 "fail_on_missing to false." % (scheduled.incarnation, ", ".join(missing)),
             missing=missing, document_incarnation=scheduled.incarnation)
     selected = _event.select_events(scheduled.events, resource_name=name, this_host_only=params["this_host_only"],
-                                   **_options.filter_kwargs(params))
+                                    **_options.filter_kwargs(params))
     not_this_host = []
     if params["this_host_only"]:
         not_this_host = [event_id for event_id in wanted

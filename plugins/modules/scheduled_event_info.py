@@ -303,7 +303,7 @@ def read(module, client, runtime):
         scheduled, watched, polls = client.get_scheduled_events(), 0.0, 1
     _module_runner.report_unreadable(module, scheduled)
     selected = _event.select_events(scheduled.events, resource_name=name, this_host_only=params["this_host_only"],
-                                   **_options.filter_kwargs(params))
+                                    **_options.filter_kwargs(params))
     module.exit_json(
         changed=False,
         document_incarnation=scheduled.incarnation,

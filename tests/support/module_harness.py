@@ -72,7 +72,7 @@ def run_module(module, args, steps=(), check_mode=False, real_connections=False,
         args["_ansible_check_mode"] = True
     warnings = []
     runtime = _module_runner.Runtime(clock=clock, sleep=clock.sleep, wall_clock=lambda: NOW_EPOCH,
-                              connection_factory=None if real_connections else transport, rng=lambda: 1.0)
+                                     connection_factory=None if real_connections else transport, rng=lambda: 1.0)
     with patch_module_args(args), \
             mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
             mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json), \

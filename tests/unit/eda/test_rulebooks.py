@@ -11,9 +11,7 @@ The rule that fired is read from ansible-rulebook's own output (-vv: "Calling ru
 
 import importlib
 import json
-import os
 import re
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +20,7 @@ import pytest
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _event, _imds, _transitions
 from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
-from ansible_collections.azure_imds.scheduled_events.tests.support.rulebook_engine import ENGINE_START_TIMEOUT, PLAYBOOK_TIMEOUT, ROOT, wait_until
+from ansible_collections.azure_imds.scheduled_events.tests.support.rulebook_engine import ENGINE_START_TIMEOUT, PLAYBOOK_TIMEOUT, wait_until
 
 from .awx_standin import AwxStandIn
 

@@ -13,7 +13,6 @@ import pytest
 
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import metrics as watcher_metrics
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import handlers as watcher_handlers
-from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import state as watcher_state
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.state import (
     StateError, StateStore)
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.files import (

@@ -250,7 +250,7 @@ def test_a_newer_incarnation_without_the_event_ends_it_at_once(tmp_path):
 
 def good_record(event_id=ID_A, **fields):
     record = watcher_records.new_record({"event_id": event_id, "event_type": "Reboot", "event_status": "Scheduled",
-                                           "resources": ["web_0"], "not_before": None}, True, 3)
+                                         "resources": ["web_0"], "not_before": None}, True, 3)
     record.update(fields)
     return record
 
@@ -346,7 +346,7 @@ def test_start_and_stop_report_file_errors_without_a_traceback(tmp_path, capsys)
     assert cli.main(["stop", "--pid-file", pid_file]) == cli.EXIT_OK
     assert "not running" in capsys.readouterr().out
     assert cli.main(["start", "--pid-file", pid_file, "--config", str(tmp_path / "none.json"),
-                        "--log-file", str(tmp_path / "missing-dir" / "log")]) == cli.EXIT_USAGE
+                     "--log-file", str(tmp_path / "missing-dir" / "log")]) == cli.EXIT_USAGE
     captured = capsys.readouterr()
     assert "does not exist" in captured.out and "Traceback" not in captured.err
 
@@ -374,5 +374,5 @@ def test_a_pid_file_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"resource_name": "web_0", "state_dir": str(tmp_path / "state")}))
     assert cli.main(["run", "--once", "--config", str(path), "--pid-file",
-                        str(tmp_path / "missing" / "pid")]) == cli.EXIT_USAGE
+                     str(tmp_path / "missing" / "pid")]) == cli.EXIT_USAGE
     assert "cannot write the pid file" in capsys.readouterr().out

@@ -333,7 +333,8 @@ def test_stop_without_systemd_ends_the_handler_of_a_watcher_it_had_to_kill(tmp_p
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
 def test_stop_timeout_must_be_a_number_of_seconds(tmp_path, capsys, value):
-    from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher.__main__ import main  # pylint: disable=import-outside-toplevel
+    from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import __main__ as cli  # pylint: disable=C0415
+    main = cli.main
     with pytest.raises(SystemExit) as info:
         main(["stop", "--pid-file", str(tmp_path / "pid"), "--timeout", value])
     assert info.value.code == 2 and "--timeout" in capsys.readouterr().err

@@ -5,7 +5,6 @@ on 127.0.0.1. The daemon end to end is in test_notify_e2e.py."""
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 

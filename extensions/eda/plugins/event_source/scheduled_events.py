@@ -272,8 +272,8 @@ def check_args(args):
 def wanted(transition, options):
     """Whether a transition passes the filters."""
     return bool(_event.select_events([transition["scheduled_event"]], resource_name=transition["resource_name"],
-                                    this_host_only=options["this_host_only"],
-                                    **dict((name, options[name]) for name in FILTERS)))
+                                     this_host_only=options["this_host_only"],
+                                     **dict((name, options[name]) for name in FILTERS)))
 
 
 class Poller(object):

@@ -227,11 +227,12 @@ def run_command(args, config, client, store, out):
                 pass
 
 
-def _return_to_callers_directory(environ=os.environ):
+def _return_to_callers_directory(environ=None):
     """The azure-imds-watcher command starts Python in / and names the caller's directory in
     CALLER_DIRECTORY_ENV_VAR: `python3 -m` puts the working directory first on the module path,
     where a package planted in a directory others can write would run as root in this one's place.
     Going back before the arguments are read keeps their relative paths meaning what they say."""
+    environ = os.environ if environ is None else environ
     directory = environ.pop(CALLER_DIRECTORY_ENV_VAR, None)
     if directory:
         try:

@@ -68,8 +68,8 @@ class Watcher(object):
         # Metrics, the status file and systemd's notify socket. Without one (tests that drive the
         # loop in-process) nothing is published but what the configuration's metrics keys ask for.
         self.telemetry = telemetry or liveness.Telemetry(config, log, liveness.UNKNOWN_VERSION,
-                                                                 wall_clock=self._wall_clock, environ={},
-                                                                 write_status=False)
+                                                         wall_clock=self._wall_clock, environ={},
+                                                         write_status=False)
         if store is not None:
             store.on_write = self.telemetry.state_written
 
@@ -250,7 +250,7 @@ class Watcher(object):
                 self.store.forget_notify()
             return
         self.notifications = notify.Notifications(self.config, self.resource_name, self.telemetry.version,
-                                                          wall_clock=self._wall_clock)
+                                                  wall_clock=self._wall_clock)
         self.notifications.on_change = self.telemetry.notify_outbox
         notes, problem = self.notifications.restore(section)
         if problem is not None:
@@ -267,7 +267,7 @@ class Watcher(object):
         if self.store is not None:
             self.store.notify = self.notifications
         self.senders = notify.senders_for(self.config, self.notifications, self.telemetry.version, self.log,
-                                                  self._persist_notify, self.telemetry)
+                                          self._persist_notify, self.telemetry)
 
     def _persist_notify(self):
         if self.store is not None:

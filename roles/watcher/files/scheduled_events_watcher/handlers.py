@@ -23,7 +23,7 @@ import time
 
 from . import processes
 from .decisions import (STOPPED, applies, handler_environment, handler_input, handler_time_limit,
-                               not_before_epoch)
+                        not_before_epoch)
 
 # Output kept per handler run (the rest is counted and dropped), lines and characters logged.
 OUTPUT_LIMIT = 64 * 1024
@@ -347,7 +347,7 @@ class PhaseRunner(object):
 
             try:
                 proc = processes.spawn_gated(handler.argv, self._popen, record, stdin=stdin,
-                                                     stdout=write_end, stderr=subprocess.STDOUT, env=env, cwd="/")
+                                             stdout=write_end, stderr=subprocess.STDOUT, env=env, cwd="/")
             except (OSError, processes.SpawnError) as exc:
                 os.close(write_end)
                 os.close(read_end)

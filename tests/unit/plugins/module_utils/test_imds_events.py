@@ -109,7 +109,7 @@ def test_leader_is_the_first_name_in_resources():
 
 def test_select_by_every_filter():
     events = [_event.normalize_event(dict(FULL, EventId="%08d-0000-0000-0000-000000000000" % i, EventType=t,
-                                         EventStatus=s, EventSource=src, Resources=r))
+                                          EventStatus=s, EventSource=src, Resources=r))
               for i, (t, s, src, r) in enumerate([("Freeze", "Scheduled", "Platform", ["a"]),
                                                   ("Reboot", "Started", "User", ["b"]),
                                                   ("Reboot", "Scheduled", "User", ["a", "b"])])]
@@ -122,15 +122,15 @@ def test_select_by_every_filter():
     assert ids(_event.select_events(events, event_sources=["User"])) == ["00000001", "00000002"]
     assert ids(_event.select_events(events, resource_name="a", this_host_only=True)) == ["00000000", "00000002"]
     assert ids(_event.select_events(events, resource_name="a", this_host_only=False)) == ["00000000", "00000001",
-                                                                                         "00000002"]
+                                                                                          "00000002"]
 
 
 def test_annotate_adds_affects_and_seconds_and_sorts_started_first():
     scheduled = _event.normalize_event(dict(FULL, EventId="B" * 8 + "-0000-0000-0000-000000000000"))
     later = _event.normalize_event(dict(FULL, EventId="C" * 8 + "-0000-0000-0000-000000000000",
-                                       NotBefore="Tue, 12 Apr 2022 22:26:58 GMT", Resources=["other"]))
+                                        NotBefore="Tue, 12 Apr 2022 22:26:58 GMT", Resources=["other"]))
     started = _event.normalize_event(dict(FULL, EventId="A" * 8 + "-0000-0000-0000-000000000000",
-                                         EventStatus="Started", NotBefore=""))
+                                          EventStatus="Started", NotBefore=""))
     now = _event.not_before_epoch("2022-04-11T22:16:58Z")
     out = _event.annotate_events([later, scheduled, started], "WestNO_0", now_epoch=now)
     assert [e["event_id"][0] for e in out] == ["A", "B", "C"]

@@ -141,7 +141,7 @@ def test_annotate_and_select_take_events_with_unreadable_fields():
     annotated = _event.annotate_events(scheduled.events, "web_0", now_epoch=1700000000.0)
     assert [e["affects_this_host"] for e in annotated] == [False, True]
     assert _event.select_events(scheduled.events, event_statuses=["Scheduled"], resource_name="web_0",
-                               this_host_only=True) == [scheduled.events[1]]
+                                this_host_only=True) == [scheduled.events[1]]
 
 
 # -- the document's edge: nesting and text (issue 22) ----------------------------------------------

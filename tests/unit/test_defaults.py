@@ -19,7 +19,7 @@ from ansible_collections.azure_imds.scheduled_events.plugins.modules import sche
 from ansible_collections.azure_imds.scheduled_events.plugins.modules import scheduled_event_wait as wait_docs
 from ansible_collections.azure_imds.scheduled_events.roles.watcher.files.scheduled_events_watcher import config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def role_file(role, *parts):
