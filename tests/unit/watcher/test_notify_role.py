@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from .conftest import ROOT
+from .test_package import shared_files_imported
 
 from ansible_collections.azure_imds.scheduled_events.tests.harness import collection_path
 
@@ -58,11 +59,10 @@ def test_the_role_wires_notify_from_its_variables(tmp_path, fleet_mock, receiver
     rc, output = deploy(tmp_path, host, {})
     try:
         assert rc == 0, output
-        # The role copies every file of plugins/module_utils (_imds.py and _transitions.py among them) under the
-        # name the package imports them by; a running watcher may add __pycache__.
+        # The role copies the files of plugins/module_utils the package imports (_imds.py and _transitions.py
+        # among them) under the name the package imports them by; a running watcher may add __pycache__.
         shared = base / "lib" / "ansible_collections" / "azure_imds" / "scheduled_events" / "plugins" / "module_utils"
-        assert sorted(n for n in os.listdir(str(shared)) if n.endswith(".py")) == sorted(
-            n for n in os.listdir(os.path.join(ROOT, "plugins", "module_utils")) if n.endswith(".py"))
+        assert sorted(n for n in os.listdir(str(shared)) if n.endswith(".py")) == shared_files_imported()
         with open(str(base / "etc" / "config.json")) as handle:
             config = json.load(handle)
         assert config["notify"] == [
