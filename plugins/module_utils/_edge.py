@@ -205,10 +205,6 @@ def check_base_url(url, name="imds_url"):
     return url.rstrip("/")
 
 
-# The name the watcher's configuration checks call.
-validate_base_url = check_base_url
-
-
 def validate_api_version(api_version):
     if api_version not in API_VERSIONS:
         raise ImdsInputError(
