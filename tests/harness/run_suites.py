@@ -6,8 +6,9 @@ Usage: run_suites.py [-j N] [SUITE ...]   (default: every suite; SUITE is a name
        run_suites.py --core-venvs          (the virtual environment of each supported core)
 
 Sanity, units and integration run through ansible-test once per supported ansible-core (the
-oldest and the newest, each from its own virtual environment: see CORES); molecule, lint,
-changelog and docs once. Each suite runs in a copy of one snapshot of the working tree, in a
+oldest and the newest, each from its own virtual environment: see CORES), except the unit tests
+that do not depend on the core (CORE_INDEPENDENT_UNITS), which run with the newest only; molecule,
+lint, changelog and docs once. Each suite runs in a copy of one snapshot of the working tree, in a
 network and PID namespace of its own (inside tests/harness/loopback-only), so that independent
 suites run side by side (-j, default 3: much of a suite is waiting, for a container, a daemon or
 the mock, so three keep this 2-core machine busy).
@@ -55,7 +56,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # together 60% of the run's CPU); molecule/watcher_systemd mostly waits for its container, so it
 # runs beside them. Keyed by suite name, else by kind; update it from a full run's summary.
 WEIGHTS = {
-    "units": 21, "molecule/watcher_systemd": 20, "integration": 4, "molecule/watcher_local": 4, "sanity": 1.2,
+    "units": 21, "units/2.19": 11, "molecule/watcher_systemd": 20, "integration": 4, "molecule/watcher_local": 4, "sanity": 1.2,
     "molecule/rolling_maintenance": 1, "ee": 1, "lint": 0.7, "docsite": 0.3, "changelog": 0, "docs": 0,
 }
 
@@ -151,9 +152,55 @@ def molecule_scenarios():
     return sorted(d for d in os.listdir(base) if os.path.isfile(os.path.join(base, d, "molecule.yml")))
 
 
-def core_suites(venv, version, python):
+# Unit tests that load nothing of ansible-core beyond the collection loader and run no Ansible
+# program: the mock, the watcher daemon, the pure event and wait-state code, the docs' checks. What
+# they test does not change with the core, so they run once, with the newest core; every other unit
+# test (modules, the action plugin, playbooks and roles, rulebooks, the demo, AWX, the hardening
+# tables, which run modules) runs on every core. The EE test is here because it runs the image's own
+# ansible-core through ansible-navigator, whichever core runs the test. A path named here that no
+# longer exists fails the run, and a new test file runs on every core until it is named here.
+CORE_INDEPENDENT_UNITS = (
+    "tests/unit/demo/test_timeline.py",
+    "tests/unit/docs/test_azure_facts.py", "tests/unit/docs/test_check_docsite.py",
+    "tests/unit/docs/test_generate_reference.py", "tests/unit/docs/test_mock_pages.py",
+    "tests/unit/docs/test_support_range.py", "tests/unit/docs/test_troubleshooting_guide.py",
+    "tests/unit/eda/test_transitions.py", "tests/unit/ee",
+    "tests/unit/mock_imds", "tests/unit/monitoring",
+    "tests/unit/plugins/module_utils/test_imds_client.py", "tests/unit/plugins/module_utils/test_imds_edges.py",
+    "tests/unit/plugins/module_utils/test_imds_events.py", "tests/unit/plugins/module_utils/test_imds_http.py",
+    "tests/unit/plugins/module_utils/test_imds_schema.py", "tests/unit/plugins/plugin_utils",
+    "tests/unit/test_defaults.py", "tests/unit/test_isolation.py",
+    "tests/unit/watcher/test_clock_steps.py", "tests/unit/watcher/test_config_state.py",
+    "tests/unit/watcher/test_daemon.py", "tests/unit/watcher/test_decisions.py", "tests/unit/watcher/test_e2e_mock.py",
+    "tests/unit/watcher/test_handlers.py", "tests/unit/watcher/test_hardening_config.py",
+    "tests/unit/watcher/test_hardening_files.py", "tests/unit/watcher/test_hardening_loop.py",
+    "tests/unit/watcher/test_hardening_metrics_port.py", "tests/unit/watcher/test_hardening_processes.py",
+    "tests/unit/watcher/test_lifecycle.py", "tests/unit/watcher/test_log_reentrancy.py",
+    "tests/unit/watcher/test_notify.py", "tests/unit/watcher/test_notify_e2e.py",
+    "tests/unit/watcher/test_operations.py", "tests/unit/watcher/test_pid_file.py",
+)
+
+
+def core_dependent_units():
+    """The unit test files (relative paths) the older cores run: every test file but the core-independent ones."""
+    missing = [path for path in CORE_INDEPENDENT_UNITS if not os.path.exists(os.path.join(ROOT, path))]
+    if missing:
+        raise SystemExit("run_suites.py: CORE_INDEPENDENT_UNITS names paths that do not exist: %s" % ", ".join(missing))
+    found = []
+    for top, dirs, files in os.walk(os.path.join(ROOT, "tests", "unit")):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            path = os.path.relpath(os.path.join(top, name), ROOT)
+            if name.startswith("test_") and name.endswith(".py") and not any(
+                    path == skip or path.startswith(skip + os.sep) for skip in CORE_INDEPENDENT_UNITS):
+                found.append(path)
+    return found
+
+
+def core_suites(venv, version, python, newest):
     ansible_test = os.path.join(venv, "bin", "ansible-test")
     common = ["--local", "--python", python, "--color", "no"]
+    unit_targets = [] if newest else core_dependent_units()
     return [
         dict(name="integration/%s" % version, kind="integration", unit="targets", venv=venv,
              cmd=[ansible_test, "integration"] + common + ["--continue-on-error"] + TARGETS, counter=count_integration,
@@ -164,7 +211,7 @@ def core_suites(venv, version, python):
              progress=[r"^Running sanity test [\"']([^\"']+)[\"']"],
              forbid=[r"Required program \S+ not found", r"Skipping sanity test", r"All targets skipped"]),
         dict(name="units/%s" % version, kind="units", unit="tests", venv=venv,
-             cmd=[ansible_test, "units"] + common + ["--num-workers", "2"], counter=count_junit,
+             cmd=[ansible_test, "units"] + common + ["--num-workers", "2"] + unit_targets, counter=count_junit,
              progress=[r"^Unit test (\S+ with Python \S+)", r"\[\s*(\d+%)\]"],
              forbid=[r"\d+ skipped", r"\d+ xfailed", r"\d+ deselected"]),
     ]
@@ -174,11 +221,12 @@ def suite_table():
     suites = []
     for venv in CORES:
         versions = core_version(venv)
+        newest = venv == CORES[-1]
         if versions is None:
             suites += [dict(name="%s/%s" % (kind, os.path.basename(venv)), kind=kind, unit="tests", missing=venv)
                        for kind in ("integration", "sanity", "units")]
         else:
-            suites += core_suites(venv, *versions)
+            suites += core_suites(venv, versions[0], versions[1], newest)
     # One suite per molecule scenario, so that the scenarios run beside the other suites.
     suites += [
         dict(name="molecule/%s" % scenario, kind="molecule", unit="scenarios",
