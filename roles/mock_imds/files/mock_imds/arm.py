@@ -20,7 +20,7 @@ from .checks import MockError, _check_keys, _number, _string
 from .clock import iso_utc
 from .graph import ROW_TYPE, Query, QueryError, table
 from .imds import Response
-from .policy import APPROVE_KEYS, FEATURE, POLICY_SINCE, approves, check_policy, merge, publishes
+from .policy import FEATURE, POLICY_SINCE, approves, check_policy, merge, publishes
 from .rules import CANCELLED, PENDING, REMOVED, SCHEDULED, STARTED, _json_bytes
 
 GRAPH_STATUS = {SCHEDULED: "Scheduled", STARTED: "Started", REMOVED: "Completed", CANCELLED: "Canceled"}
@@ -139,14 +139,14 @@ class ArmEndpoints(object):
     def arm_respond(self, method, path, query, headers, body):
         with self._lock:
             self._tick()
-            principal = [None]
+            principal = [None, None]  # who asked, which fault answered
             try:
                 response = self._arm_route(method, unquote(path), query, headers, body, principal)
             except QueryError as exc:
                 response = Response(400, _json_bytes({"error": {
                     "code": "BadRequest", "message": "The query is invalid.",
                     "details": [{"code": "InvalidQuery", "message": "mock_imds does not understand %s" % exc}]}}))
-            fault = getattr(response, "fault_kind", None)
+            fault = principal[1]
             api = dict(parse_qsl(query)).get("api-version")
             self._arm_requests.append((self._next_seq(), self._wallclock(), self._now(), method,
                                        path + ("?api-version=" + api if api else ""), response.status,
@@ -169,8 +169,7 @@ class ArmEndpoints(object):
                 response = arm_error(fault["status"], fault["code"], "mock_imds fault %s" % fault["fault_id"], headers)
             else:
                 response = Response(None, action=fault["kind"])
-            response.fault_kind = fault["kind"]
-            return response
+            return response, fault["kind"]
         return None
 
     def _arm_route(self, method, path, query, headers, body, principal):
@@ -180,7 +179,8 @@ class ArmEndpoints(object):
             return arm_error(400, "InvalidQueryParameter", "a query parameter is given twice")
         fault = self._arm_fault(method, path)
         if fault is not None:
-            return fault
+            principal[1] = fault[1]
+            return fault[0]
         if path == "/metadata/endpoints" and method == "GET":
             return self._cloud_metadata(params)
         login = _LOGIN_RE.match(path)
