@@ -41,3 +41,17 @@ def start(clock):
 def samples():
     with open(SAMPLES) as handle:
         return dict((s["id"], s) for s in json.load(handle)["samples"])
+
+
+@pytest.fixture
+def arm_mock(clock, tmp_path, monkeypatch):
+    """The mock with its control-plane face (fake clock, the fleet of armhelpers); the SDKs trust its CA."""
+    from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import start_mock
+
+    from .armhelpers import FLEET
+    handle = start_mock(arm=True, clock=clock, rate_limit=False, fleet=FLEET, tls_dir=str(tmp_path / "tls"))
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", handle.ca_path)
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    yield handle
+    handle.stop()

@@ -15,7 +15,7 @@ import sys
 import threading
 
 from .checks import MockError, _check_keys, read_json_file
-from .fleet import parse_fleet_spec
+from .fleet import Fleet, parse_fleet_spec
 from .rules import APPROVAL_MODES, DEFAULT_VM_NAME, UNKNOWN_ID_POLICIES
 from .scenarios import BUILTIN_SCENARIOS
 from .server import MockImds
@@ -70,6 +70,12 @@ def _build_parser():
     parser.add_argument("--approval-mode", choices=APPROVAL_MODES, help="who must approve before an event starts")
     parser.add_argument("--unknown-event-ids", choices=UNKNOWN_ID_POLICIES,
                         help="answer to approvals of unknown EventIds: accept (200, default) or reject (400)")
+    parser.add_argument("--arm-port", type=int,
+                        help="also serve the control-plane face (Resource Manager, sign-in, Resource Graph) over "
+                             "TLS on this port (0 = any free port); needs the Python package cryptography")
+    parser.add_argument("--tls-dir", help="directory for the test CA (ca.pem) and the face's certificate "
+                                          "(default: a new temporary directory)")
+    parser.add_argument("--arm-port-file", help="write the control-plane face's port to this file once listening")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow a non-loopback --bind (the control API is unauthenticated)")
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines on stderr")
@@ -83,15 +89,17 @@ def _cli_fleet(specs):
         return None
     groups = []
     doc_default = None
+    extra = {}
     for spec in specs:
         if spec.endswith(".json") or os.path.isfile(spec):
             doc = read_json_file(spec, "--fleet", "give a fleet JSON file or KIND:VM,VM")
-            _check_keys(doc, ("default_vm", "groups"), "fleet file %s" % spec)
+            _check_keys(doc, Fleet.DOC_KEYS, "fleet file %s" % spec)
             groups.extend(doc.get("groups") or [])
             doc_default = doc.get("default_vm") or doc_default
+            extra.update((k, v) for k, v in doc.items() if k not in ("groups", "default_vm"))
         else:
             groups.append(parse_fleet_spec(spec, number=len(groups) + 1))
-    return {"groups": groups, "default_vm": doc_default or DEFAULT_VM_NAME}
+    return dict(extra, groups=groups, default_vm=doc_default or DEFAULT_VM_NAME)
 
 
 def _notify_systemd():
@@ -124,6 +132,10 @@ def main(argv=None):
         for name, scenario in sorted(BUILTIN_SCENARIOS.items()):
             _print("%-28s %s" % (name, scenario["description"]))
         return 0
+    if args.arm_port is not None and not 0 <= args.arm_port <= 65535:
+        _print("mock_imds: error: --arm-port %d is out of range; use 1-65535, or 0 for any free port" % args.arm_port,
+               sys.stderr)
+        return 2
     if not 0 <= args.port <= 65535:
         _print("mock_imds: error: --port %d is out of range; use 1-65535, or 0 for any free port" % args.port,
                sys.stderr)
@@ -141,7 +153,8 @@ def main(argv=None):
         if args.unknown_event_ids:
             config["unknown_event_ids"] = args.unknown_event_ids
         mock = MockImds(bind=args.bind, port=args.port, allow_remote=args.allow_remote, log=log, fleet=fleet,
-                        default_vm=args.default_vm, start_time=args.start_time, **config)
+                        default_vm=args.default_vm, start_time=args.start_time, arm_port=args.arm_port,
+                        tls_dir=args.tls_dir, **config)
         if args.scenario:
             mock.state.load_scenario(args.scenario, fleet=fleet, default_vm=args.default_vm,
                                      start_time=args.start_time, config=config)
@@ -150,6 +163,9 @@ def main(argv=None):
         return 2
     try:
         mock.start()
+    except MockError as exc:
+        _print("mock_imds: error: %s" % exc, sys.stderr)
+        return 2
     except OSError as exc:
         _print("mock_imds: error: cannot listen on %s:%d (%s); choose another --port, or 0 for any free port"
                % (args.bind, args.port, exc.strerror or exc), sys.stderr)
@@ -157,6 +173,11 @@ def main(argv=None):
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_args: stop.set())
     signal.signal(signal.SIGINT, lambda *_args: stop.set())
+    if args.arm_port_file and mock.arm_url:  # before --port-file, which tells a waiting caller all is ready
+        tmp = args.arm_port_file + ".tmp"
+        with open(tmp, "w") as handle:
+            handle.write("%d\n" % mock.arm_port)
+        os.replace(tmp, args.arm_port_file)
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as handle:
@@ -166,6 +187,8 @@ def main(argv=None):
     for name in mock.state.snapshot()["vms"]:
         _print("mock_imds: vm %s at %s" % (name, mock.vm_url(name)))
     _print("mock_imds: control at %s" % mock.control_url)
+    if mock.arm_url:
+        _print("mock_imds: resource manager at %s (test CA %s)" % (mock.arm_url, mock.ca_path))
     _notify_systemd()
     while not stop.wait(0.5):
         pass

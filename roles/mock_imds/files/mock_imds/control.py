@@ -46,6 +46,8 @@ def control(state, method, path, query, body):
     params = _query_args(query)
     if method == "POST" and not isinstance(doc, dict):
         raise MockError("the request body must be a JSON object")
+    if route == "arm":
+        return state.arm_control(method, parts[1:], doc)
     if route == "state" and len(parts) == 1 and method == "GET":
         return 200, state.snapshot()
     if route == "events":

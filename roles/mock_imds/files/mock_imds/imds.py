@@ -40,6 +40,9 @@ from .rules import (
 )
 
 
+PATH_IDENTITY_TOKEN = "/metadata/identity/oauth2/token"
+
+
 class Response(object):
     """One answer of the mock. action "drop" closes without answering, "reset" sends a TCP RST,
     "trickle" sends the answer one byte per ``interval`` seconds, "oversize" pads a 200 document
@@ -215,6 +218,8 @@ class ImdsEndpoints(object):
             allowed, accepts = ("GET",), INSTANCE_ACCEPTS
         elif path == PATH_VERSIONS:
             allowed, accepts = ("GET",), None
+        elif path == PATH_IDENTITY_TOKEN and method == "GET":
+            return self.identity_token(vm, params)
         else:
             return Response(404, BODY_NOT_FOUND)
         if method not in allowed:

@@ -10,6 +10,7 @@ import ipaddress
 import json
 import socket
 import struct
+import tempfile
 import threading
 import time
 from http import HTTPStatus
@@ -273,6 +274,36 @@ class _Handler(BaseHTTPRequestHandler):
             log("%s %s" % (self.client_address[0], fmt % args))
 
 
+class _ArmHandler(_Handler):
+    """The control-plane face: TLS, Resource Manager routes only (no control API, no IMDS)."""
+
+    def setup(self):
+        self.request.settimeout(30)
+        self.request = self.server.tls.wrap_socket(self.request, server_side=True)
+        _Handler.setup(self)
+
+    def _dispatch(self):
+        mock = self.server.mock
+        path, _sep, query = self.path.partition("?")
+        body = self._read_body()
+        if body is None:
+            return
+        try:
+            response = mock.state.arm_respond(self.command, path, query, self.headers, body)
+        except Exception as exc:  # pylint: disable=broad-except
+            response = Response(500, _error_bytes("mock_imds internal error: %s" % exc))
+            if mock.log is not None:
+                mock.log("internal error on %s %s: %r" % (self.command, path, exc))
+        if mock.log is not None:
+            mock.log('%s arm "%s %s" %s' % (self.client_address[0], self.command, path, response.status or "-"))
+        if response.action in ("drop", "reset"):
+            self.close_connection = True
+            if response.action == "reset":
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return
+        self._write(response)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -286,6 +317,13 @@ class _Server(ThreadingHTTPServer):
 
 class _Server6(_Server):
     address_family = socket.AF_INET6
+
+
+class _ArmServer(_Server):
+    def handle_error(self, request, client_address):
+        # A client that drops the TLS handshake is no error of the mock: no traceback on stderr.
+        if self.mock.log is not None:
+            self.mock.log("%s arm connection error" % (client_address[0],))
 
 
 def _media_type(value):
@@ -339,10 +377,18 @@ class MockImds(object):
     fleet, default_vm, speed, start_time, rate_limit, approval_mode, unknown_event_ids, clock,
     wallclock, audit_limit."""
 
-    def __init__(self, bind="127.0.0.1", port=0, allow_remote=False, log=None, scenario=None, **state_kwargs):
+    def __init__(self, bind="127.0.0.1", port=0, allow_remote=False, log=None, scenario=None, arm_port=None,
+                 tls_dir=None, **state_kwargs):
         check_bind(bind, allow_remote)
         self.bind = bind
         self.requested_port = port
+        if arm_port is not None and (isinstance(arm_port, bool) or not isinstance(arm_port, int)
+                                     or not 0 <= arm_port <= 65535):
+            raise MockError("arm_port must be a port number (0 for any free port), got %r" % (arm_port,))
+        self.arm_port = arm_port
+        self.tls_dir = tls_dir
+        self.ca_path = None
+        self._arm_server = None
         self.log = log
         self.state = MockState(**state_kwargs)
         if scenario is not None:
@@ -384,9 +430,47 @@ class MockImds(object):
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="mock_imds", daemon=True)
         self._thread.start()
+        if self.arm_port is not None:
+            self._start_arm()
         return self
 
+    def _start_arm(self):
+        """The Resource Manager face: same process, same state and clock, TLS with a test CA."""
+        from .tls import make_test_ca, server_context  # the IMDS face needs no cryptography
+        if self.tls_dir is None:
+            self.tls_dir = tempfile.mkdtemp(prefix="mock_imds_tls_")
+        try:
+            self.ca_path = make_test_ca(self.tls_dir)
+        except MockError:
+            self.stop()
+            raise
+        self._arm_server = _ArmServer((self.bind, self.arm_port), _ArmHandler)
+        self._arm_server.mock = self
+        self._arm_server.connections = set()
+        self._arm_server.tls = server_context(self.tls_dir)
+        self.arm_port = self._arm_server.server_address[1]
+        self.state.arm_base_url = self.arm_url
+        threading.Thread(target=self._arm_server.serve_forever, kwargs={"poll_interval": 0.05},
+                         name="mock_imds_arm", daemon=True).start()
+
+    @property
+    def arm_url(self):
+        """https://127.0.0.1:PORT, the mock's Resource Manager (None without the control-plane face)."""
+        if self._arm_server is None:
+            return None
+        host = "[%s]" % self.bind if ":" in self.bind else self.bind
+        return "https://%s:%d" % (host, self.arm_port)
+
     def stop(self):
+        if self._arm_server is not None:
+            self._arm_server.shutdown()
+            self._arm_server.server_close()
+            for conn in list(self._arm_server.connections):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self._arm_server = None
         if self._server is None:
             return
         self.stopping.set()

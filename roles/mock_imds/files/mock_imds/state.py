@@ -15,6 +15,7 @@ from .clock import MAX_START_TIME, SIM_TIME_MAX, SIM_TIME_MIN, clamp_time, iso_u
 from .events import Event, normalize_event_spec
 from .faults import make_fault
 from .fleet import Fleet
+from .arm import ArmEndpoints
 from .imds import ImdsEndpoints
 from .rules import (
     APPROVAL_MODES,
@@ -48,7 +49,7 @@ SERVICE_BOUNDS = {"service_enable_delay": (0, 600), "service_first_call_delay": 
                   "service_idle_disable": (1, MAX_SECONDS)}
 
 
-class MockState(ImdsEndpoints):
+class MockState(ImdsEndpoints, ArmEndpoints):
     """Everything the mock knows, behind one lock. Lifecycle transitions are computed lazily from
     the clock whenever state is touched, so advancing simulated time is instant.
 
@@ -82,6 +83,7 @@ class MockState(ImdsEndpoints):
         self.scenario = None
         self._fault_serial = 0
         self._reset_runtime()
+        self._init_arm()
 
     # -- helpers (lock held) -----------------------------------------------------------------
 
@@ -109,6 +111,7 @@ class MockState(ImdsEndpoints):
         self._events = []            # every event, in creation order
         self._live = []              # events in a visible state, in creation order
         self._by_id = {}             # upper-case id -> event
+        self._ended = collections.deque()  # ended events kept as Resource Graph history, oldest first
         self._next_due = float("inf")
         self._faults = []
         self._incarnation = dict((name, 1) for name in self._fleet.vms)
@@ -206,8 +209,11 @@ class MockState(ImdsEndpoints):
     def _apply(self, event, action, at, cause):
         """One lifecycle step; returns the VMs whose document changed."""
         if action == "appear":
-            self._record_transition(event, event.initial_status, at, cause)
-            if event.initial_status == STARTED:
+            status = event.initial_status
+            if status == SCHEDULED and self._policy_start(event):
+                status, cause = STARTED, "policy"  # auto-approved by the Scheduled Events Policy: never Scheduled
+            self._record_transition(event, status, at, cause)
+            if status == STARTED:
                 event.started_at = at
             return event.audience
         if action == "start":
@@ -217,6 +223,7 @@ class MockState(ImdsEndpoints):
         was_visible = event.status in VISIBLE_STATES
         self._record_transition(event, CANCELLED if action == "cancel" else REMOVED, at, cause)
         event.ended_at = at
+        self._remember_ended(event)
         return event.audience if was_visible else frozenset()
 
     def _due_at(self, at):
@@ -343,6 +350,7 @@ class MockState(ImdsEndpoints):
         """Checked values only (a Fleet, epoch seconds): nothing here may fail half-way."""
         if fleet is not None:
             self._fleet = fleet
+            self._reset_policies()
         if start_epoch is not None:
             self._set_start(start_epoch)
         self.scenario = None
@@ -499,7 +507,8 @@ class MockState(ImdsEndpoints):
                 ("to", new), ("cause", cause)))
                 for s, t, st, eid, old, new, cause in self._transitions
                 if s > since and (visible is None or eid in visible)]
-            return {"requests": requests, "approvals": approvals, "transitions": transitions, "last_seq": self._seq}
+            return {"requests": requests, "approvals": approvals, "transitions": transitions,
+                    "arm_requests": self.arm_audit(since) if vm is None else [], "last_seq": self._seq}
 
     def incarnation(self, vm):
         with self._lock:

@@ -61,9 +61,11 @@ class MockControlError(Exception):
 class MockHandle(object):
     """A running mock: url, port, vm_url(name), control(method, path, body), stop()."""
 
-    def __init__(self, host, port, mock=None, process=None, workdir=None):
+    def __init__(self, host, port, mock=None, process=None, workdir=None, arm_url=None, ca_path=None):
         self.host = host
         self.port = port
+        self.arm_url = arm_url    # https://127.0.0.1:PORT, the control-plane face (None without it)
+        self.ca_path = ca_path    # the test CA to trust (REQUESTS_CA_BUNDLE / connection_verify)
         self.mock = mock          # the in-process MockImds (start_mock) or None
         self.process = process    # the Popen (spawn_mock) or None
         self.returncode = None
@@ -74,6 +76,16 @@ class MockHandle(object):
     @property
     def url(self):
         return "http://%s:%d" % (self.host, self.port)
+
+    @property
+    def login_url(self):
+        """The authority for azure-identity (with disable_instance_discovery=True)."""
+        return None if self.arm_url is None else self.arm_url + "/login/"
+
+    @property
+    def arm_scope(self):
+        """The token scope of the mock's Resource Manager."""
+        return None if self.arm_url is None else self.arm_url + "/.default"
 
     def vm_url(self, name):
         return "%s/vm/%s" % (self.url, name)
@@ -131,18 +143,24 @@ def start_mock(**kwargs):
     approval_mode, unknown_event_ids, clock, ... The handle's .mock is the MockImds itself."""
     kwargs.setdefault("bind", "127.0.0.1")
     kwargs.setdefault("port", 0)
+    if kwargs.pop("arm", False):
+        kwargs.setdefault("arm_port", 0)
     mock = MockImds(**kwargs).start()
-    return MockHandle(mock.bind, mock.port, mock=mock)
+    return MockHandle(mock.bind, mock.port, mock=mock, arm_url=mock.arm_url, ca_path=mock.ca_path)
 
 
-def spawn_mock(args=(), timeout=10):
-    """Run `python MOCK_PATH ARGS --port 0 --port-file F` and wait until it listens."""
+def spawn_mock(args=(), timeout=10, arm=False):
+    """Run `python MOCK_PATH ARGS --port 0 --port-file F` and wait until it listens.
+    arm=True adds the control-plane face (--arm-port 0, --tls-dir in the handle's work directory)."""
     args = list(args)
     workdir = tempfile.mkdtemp(prefix="mock_imds_")
     port_file = os.path.join(workdir, "port")
+    arm_file = os.path.join(workdir, "arm_port")
     command = [sys.executable, MOCK_PATH]
     if "--port" not in args:
         command += ["--port", "0"]
+    if arm:
+        command += ["--arm-port", "0", "--tls-dir", os.path.join(workdir, "tls"), "--arm-port-file", arm_file]
     command += ["--port-file", port_file] + args
     with open(os.path.join(workdir, "stdout"), "wb") as out, open(os.path.join(workdir, "stderr"), "wb") as err:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
@@ -155,6 +173,10 @@ def spawn_mock(args=(), timeout=10):
         time.sleep(0.01)
     with open(port_file) as handle_file:
         handle.port = int(handle_file.read().strip())
+    if arm:
+        with open(arm_file) as handle_file:
+            handle.arm_url = "https://127.0.0.1:%d" % int(handle_file.read().strip())
+        handle.ca_path = os.path.join(workdir, "tls", "ca.pem")
     bind = args[args.index("--bind") + 1] if "--bind" in args else "127.0.0.1"
     handle.host = bind
     return handle
