@@ -29,11 +29,24 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 FACTS_PAGE = "docs/docsite/rst/azure_facts.rst"
+CONTROL_PLANE = "docs/docsite/rst/control_plane.rst"
 LINUX = "https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events"
 TERMINATE = "https://learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-terminate-notification"
 IMDS = "https://learn.microsoft.com/azure/virtual-machines/instance-metadata-service"
 INSTANCE_IDS = "https://learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-instance-ids"
 AVAILABILITY_SETS = "https://learn.microsoft.com/azure/virtual-machines/availability-set-overview"
+# The control plane (issue 24): the pages on Scheduled Events outside IMDS, the Compute REST reference of
+# the policy, and Resource Graph's pages on throttling and paging (their Markdown sources in
+# MicrosoftDocs/azure-compute-docs and MicrosoftDocs/azure-docs; the Compute reference as generated from
+# Azure/azure-rest-api-specs).
+OVERVIEW = "https://learn.microsoft.com/azure/virtual-machines/scheduled-events-overview"
+RESOURCE_GRAPH = "https://learn.microsoft.com/azure/virtual-machines/scheduled-events-resource-graph"
+EVENT_GRID = "https://learn.microsoft.com/azure/virtual-machines/scheduled-events-event-grid"
+COMPUTE_VM_REST = "https://learn.microsoft.com/rest/api/compute/virtual-machines/create-or-update"
+ARG_OVERVIEW = "https://learn.microsoft.com/azure/governance/resource-graph/overview"
+ARG_THROTTLING = "https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests"
+ARG_PAGING = "https://learn.microsoft.com/azure/governance/resource-graph/concepts/paging-results"
+CONTROL_PLANE_PAGES = (OVERVIEW, RESOURCE_GRAPH, EVENT_GRID, COMPUTE_VM_REST, ARG_OVERVIEW, ARG_THROTTLING, ARG_PAGING)
 # A sentence of a page's opening paragraphs, before its first heading, has no anchor of its own.
 INTRODUCTION = "introduction"
 # What the docs say that Microsoft does not document carries this marker.
@@ -403,6 +416,7 @@ FACTS = [
     Fact("It's available for all Azure Virtual Machines types, including PaaS and IaaS on both Windows and Linux.",
          LINUX, INTRODUCTION,
          {FACTS_PAGE: "Windows VMs get Scheduled Events too",
+          CONTROL_PLANE: "nothing: Windows VMs and VMs you cannot log in to work the same",
           "README.md": "Windows VMs receive Scheduled Events too"}),
     Fact('Failure to include the header in the request results in a "Bad Request" response from Metadata Service.',
          LINUX + "#headers", "Headers",
@@ -438,6 +452,122 @@ FACTS = [
          {FACTS_PAGE: "Neither is the computer name (the hostname)",
           "docs/docsite/rst/troubleshooting.rst": "in a Uniform scale set, the computer name prefix and the instance id "
                                                   "in base 36"}),
+    # The control plane (issue 24): what scheduled_events_policy, fleet_event_info, fleet_event_approve and the
+    # mock's control-plane face rely on.
+    Fact("Scheduled events from Event Grid and Azure Resource Graph are in preview.", OVERVIEW, INTRODUCTION,
+         {CONTROL_PLANE: "Both are in preview"}),
+    Fact("During the preview, you need to explicitly enable access to event delivery to Azure Resource Graph via a "
+         "feature flag. During the preview we don't recommend using this delivery method for production workloads.",
+         RESOURCE_GRAPH + "#accessing-scheduled-events-in-azure-resource-graph-preview",
+         "Accessing Scheduled Events in Azure Resource Graph Preview",
+         {FACTS_PAGE: "The feature flag both pages register is SendScheduledEventsPolicy",
+          CONTROL_PLANE: "az feature register --namespace Microsoft.Compute --name SendScheduledEventsPolicy"}),
+    Fact("By default, scheduled events aren't delivered to Azure Resource Graph for virtual machines on Azure.",
+         RESOURCE_GRAPH + "#opting-in-to-scheduled-events-in-azure-resource-graph",
+         "Opting-In to Scheduled Events in Azure Resource Graph",
+         {FACTS_PAGE: "Resource Graph and Event Grid see a VM's events only once its policy's",
+          CONTROL_PLANE: "A VM whose policy does not publish is invisible to the control plane"}),
+    Fact("Enabling delivery to the Event Grid System Topic also delivers the events to Azure Resource Graph.",
+         EVENT_GRID + "#opting-in-to-receive-scheduled-events", "Opting-In to Receive Scheduled Events",
+         {FACTS_PAGE: "one switch turns on both"}),
+    Fact("Specifies the api-version to determine which Scheduled Events configuration schema version will be "
+         "delivered.", COMPUTE_VM_REST + "#eventgridandresourcegraph", "EventGridAndResourceGraph",
+         {FACTS_PAGE: "Microsoft's examples set scheduledEventsApiVersion to 2020-07-01 with it"}),
+    Fact("If your VM is part of an availability set or a Virtual Machine Scale Set then you can't set the schedule "
+         "events profile for each VM individually. All VMs in the same Virtual Machine Scale Set or availability set "
+         "are required to have the same scheduled events policy.",
+         RESOURCE_GRAPH + "#opting-in-to-scheduled-events-in-azure-resource-graph",
+         "Opting-In to Scheduled Events in Azure Resource Graph",
+         {FACTS_PAGE: "So scheduled_events_policy refuses a VM that is in a set and names the set to change instead",
+          CONTROL_PLANE: "policy of a VM in an availability set or a scale set is the set's"}),
+    Fact("Azure automatically approves user-initiated operations if the automaticallyApprove property is set to true "
+         "in either the Virtual Machine Scale Set, VM, or Availability Set profile depending on how your VM was "
+         "deployed. If automaticallyApprove is set to true then events proceed immediately to the "
+         "EventStatus:Started state, skipping the scheduled state.",
+         OVERVIEW + "#scheduled-events-for-user-initiated-maintenance",
+         "Scheduled Events for User Initiated Maintenance",
+         {FACTS_PAGE: "a drain that waits for Scheduled never runs for it",
+          CONTROL_PLANE: "a drain that waits for Scheduled never runs",
+          "docs/docsite/rst/approval_policies.rst": "Azure approves a user's reboot or redeploy itself and the event appears already Started"}),
+    Fact("Specifies if Scheduled Events should be auto-approved when all instances are down.",
+         COMPUTE_VM_REST + "#allinstancesdown", "AllInstancesDown",
+         {FACTS_PAGE: "which events count as taking all instances down is not documented",
+          CONTROL_PLANE: "Microsoft does not document which events count as taking all instances down"}),
+    Fact("Scheduled events are written to the maintenanceresources table with type "
+         "microsoft.maintenance/scheduledevents. Every time a scheduled event changes state it creates an update its "
+         "entry in the table with the same information as would be available in Event Grid or the IMDS endpoint.",
+         RESOURCE_GRAPH + "#querying-azure-resource-graph-to-view-vm-events",
+         "Querying Azure Resource Graph to View VM Events",
+         {CONTROL_PLANE: "rows of type microsoft.maintenance/scheduledevents in the table maintenanceresources"}),
+    Fact("The Azure Resource Manager (ARM) ID of the scheduled event. The final GUID is the same as the event ID in "
+         "scheduled event specific fields and as the event in the VM.",
+         RESOURCE_GRAPH + "#azure-resource-graph-payload-fields", "Azure Resource Graph Payload Fields",
+         {FACTS_PAGE: "fleet_event_info and fleet_event_approve compare ids without case"}),
+    Fact("If you're using a Virtual Machine Scale Sets, then the scheduled event ID includes the ID of the entire "
+         "Virtual Machine Scale Set, not just the impacted VMs.",
+         EVENT_GRID + "#finding-the-virtual-machine-id-for-a-virtual-machine-in-a-virtual-machine-scale-set",
+         "Finding the Virtual Machine ID for a Virtual Machine in a Virtual Machine Scale Set",
+         {FACTS_PAGE: "that is how fleet_event_info fills virtual_machine_ids",
+          CONTROL_PLANE: "An event of a scale set has the scale set's id, not a VM's"}),
+    Fact("Array of resources this event affects, identified by VM instance names. Approving this event approves it to "
+         "proceed for all resources listed in this array.",
+         RESOURCE_GRAPH + "#scheduled-events-specific-fields", "Scheduled Events Specific Fields",
+         {CONTROL_PLANE: "approve an event only when every VM it names is drained"}),
+    Fact("Completed: (Event Grid and ARG only) The event was completed successfully after the maintenance operations "
+         "was performed.", RESOURCE_GRAPH + "#scheduled-events-specific-fields", "Scheduled Events Specific Fields",
+         {FACTS_PAGE: "An event that leaves IMDS stays in Resource Graph as Completed or Canceled"}),
+    Fact("Canceled: (Event Grid and ARG only) The scheduled impact won't proceed as scheduled and the VM won't be "
+         "impacted at the scheduled time.", RESOURCE_GRAPH + "#scheduled-events-specific-fields",
+         "Scheduled Events Specific Fields",
+         {FACTS_PAGE: "An event that leaves IMDS stays in Resource Graph as Completed or Canceled"}),
+    Fact('Finally when the operation is done either an event with EventStatus:"Completed" (Event Grid, ARG) or an '
+         "empty event array (IMDS) is sent to indicate that you can safely restore sensitive workloads to the VM.",
+         OVERVIEW + "#timeline-of-a-scheduled-event-for-a-vm-interruption",
+         "Timeline of a Scheduled Event for a VM Interruption",
+         {CONTROL_PLANE: "Completed and Canceled give the history"}),
+    Fact("By querying this table, you can understand patterns about past scheduled events, root cause outages, and "
+         "create reports about past interruptions.", RESOURCE_GRAPH, INTRODUCTION,
+         {FACTS_PAGE: "lists Scheduled and Started by default and the history with event_statuses"}),
+    Fact("Is blank if the event is in the started state.", RESOURCE_GRAPH + "#scheduled-events-specific-fields",
+         "Scheduled Events Specific Fields", {FACTS_PAGE: "not_before is null then, as in scheduled_event_info"}),
+    Fact("As a free service, queries to Resource Graph are throttled to provide the best experience and response time "
+         "for all customers.", ARG_OVERVIEW + "#throttling", "Throttling",
+         {CONTROL_PLANE: "Resource Graph costs nothing"}),
+    Fact("For example, a user can send at most 15 queries within every 5-second window without being throttled. The "
+         "quota value is determined by many factors and is subject to change.",
+         ARG_THROTTLING + "#understand-throttling-headers", "Understand throttling headers",
+         {FACTS_PAGE: "The quota is per user (per signed-in principal), in queries, and every page is a query",
+          CONTROL_PLANE: "15 queries in every 5 seconds per principal"}),
+    Fact("x-ms-user-quota-resets-after (hh:mm:ss): The time duration until a user's quota consumption is reset.",
+         ARG_THROTTLING + "#understand-throttling-headers", "Understand throttling headers",
+         {FACTS_PAGE: "else for x-ms-user-quota-resets-after, else backs off, never past retry_timeout"}),
+    Fact("In this case, each paginated query you send takes one query quota.", ARG_THROTTLING + "#pagination",
+         "Pagination", {CONTROL_PLANE: "each page of 1,000 rows is one query of that quota"}),
+    Fact("When resultTruncated is true, the $skipToken property isn't set.", ARG_PAGING, INTRODUCTION,
+         {FACTS_PAGE: "The modules project id (a string column) either way"}),
+    Fact("All output columns are either dynamic or null type.", ARG_PAGING, INTRODUCTION,
+         {FACTS_PAGE: "That is one of the two cases Microsoft now lists in which a response has no $skipToken"}),
+    Fact("The acknowledgment can be sent either to the IMDS endpoint within any VM or via the Maintenance Resource "
+         "Provider (MRP) REST API endpoint. Azure treats an approval request from either endpoint as meaning that the "
+         "event can start. It's possible to receive the event from the IMDS endpoint and approve via the MRP REST "
+         "endpoint.", OVERVIEW + "#acknowledging-scheduled-events", "Acknowledging Scheduled Events",
+         {FACTS_PAGE: "is the same approval as a POST to IMDS from a VM of the event",
+          CONTROL_PLANE: "the same approval as scheduled_event_approve's POST to IMDS"}),
+    Fact("A user must have the ScheduledEventContributor role to read or acknowledge the scheduled events from a VM.",
+         RESOURCE_GRAPH + "#role-based-access-control-to-view-scheduled-events",
+         "Role Based Access Control to View Scheduled Events",
+         {FACTS_PAGE: "fleet_event_approve's message names ScheduledEventContributor",
+          CONTROL_PLANE: "--role ScheduledEventContributor"}),
+    Fact("It's important to note that all connections in this diagram are unidirectional, an event will never move "
+         "backwards from started to scheduled or restart after being marked completed.",
+         OVERVIEW + "#scheduled-events-states", "Scheduled Events States",
+         {FACTS_PAGE: "reports such an event in already without acknowledging it"}),
+    Fact("This works well for centralized control systems where failover decisions need to be made by a single "
+         "controller.", OVERVIEW + "#event-grid-system-topic", "Event Grid System Topic",
+         {FACTS_PAGE: "the collection does not read it yet"}),
+    Fact("ARG is helpful when you want to do large-scale queries about events across the history of all the VMs in "
+         "your subscription or for its integration with other tools.", OVERVIEW + "#azure-resource-graph",
+         "Azure Resource Graph", {CONTROL_PLANE: "one query sees a whole fleet"}),
 ]
 
 # Where a sentence may be marked as Microsoft's.
@@ -539,7 +669,7 @@ def test_each_file_that_relies_on_a_fact_still_says_it(relative, words, quote):
 
 def test_the_sources_are_microsofts_pages():
     for fact in FACTS:
-        assert fact.url.split("#")[0] in (LINUX, TERMINATE, IMDS, INSTANCE_IDS, AVAILABILITY_SETS)
+        assert fact.url.split("#")[0] in (LINUX, TERMINATE, IMDS, INSTANCE_IDS, AVAILABILITY_SETS) + CONTROL_PLANE_PAGES
         # A section's sentence is cited by its anchor; only the opening paragraphs have none.
         assert ("#" in fact.url) != (fact.section == INTRODUCTION), fact.quote
 
@@ -558,6 +688,15 @@ OBSERVATIONS = [
     (FACTS_PAGE, "is what the collection relies on to match them " + OBSERVATION),
     ("docs/docsite/rst/watcher.rst", "be how Resources spells the VM, also in scale sets: " + OBSERVATION[1:-1]),
     ("docs/docsite/rst/watcher_handlers.rst", "in AKS it is the scale-set instance's computer name " + OBSERVATION),
+    # The control plane (issue 24): what Microsoft's pages leave open, said as such, and what our mock chooses.
+    (FACTS_PAGE, "on none of Microsoft's pages we read: it is not documented by Microsoft"),
+    (FACTS_PAGE, "our mock's error names the flag, its own wording (not documented by Microsoft)"),
+    (FACTS_PAGE, "is not documented by Microsoft: our mock answers 409 Conflict naming the event's status, its own "
+                 "choice"),
+    (FACTS_PAGE, "how soon a change reaches Resource Graph after IMDS shows it, are not documented by Microsoft"),
+    (FACTS_PAGE, "our mock gives a $skipToken only to queries that project id, its own rule"),
+    (CONTROL_PLANE, "how soon a change reaches it is not documented by Microsoft"),
+    (CONTROL_PLANE, "we found it on none of Microsoft's pages (not documented by Microsoft)"),
 ]
 
 
