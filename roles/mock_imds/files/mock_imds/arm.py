@@ -331,8 +331,8 @@ class ArmEndpoints(object):
     def _forbidden(self, principal, action, scope):
         return arm_error(403, "AuthorizationFailed", "The client '%s' with object id '%s' does not have "
                          "authorization to perform action '%s' over scope '%s' or the scope is invalid. If access "
-                         "was recently granted, please refresh your credentials." % (principal, principal, action,
-                                                                                      scope))
+                         "was recently granted, please refresh your credentials."
+                         % (principal, principal, action, scope))
 
     # -- Resource Graph ------------------------------------------------------------------------------
 

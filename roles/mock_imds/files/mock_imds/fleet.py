@@ -51,8 +51,8 @@ def _placement(doc, where, inherit=None):
     base = inherit or Placement(DEFAULT_SUBSCRIPTION, DEFAULT_RESOURCE_GROUP, DEFAULT_LOCATION, None)
     subscription = doc.get("subscription_id", base.subscription_id)
     if not isinstance(subscription, str) or not _GUID_RE.match(subscription):
-        raise MockError("%s.subscription_id must be a GUID such as %s, got %r" % (where, DEFAULT_SUBSCRIPTION,
-                                                                                 subscription))
+        raise MockError("%s.subscription_id must be a GUID such as %s, got %r"
+                        % (where, DEFAULT_SUBSCRIPTION, subscription))
     group = doc.get("resource_group", base.resource_group)
     if not isinstance(group, str) or not _RESOURCE_GROUP_RE.match(group):
         raise MockError("%s.resource_group must be a resource group name (1-90 letters, digits, '_', '-', '.', "
