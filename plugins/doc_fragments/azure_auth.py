@@ -28,11 +28,10 @@ options:
       - V(msi) signs in with the managed identity of the machine the task runs on (O(client_id) picks a
         user-assigned one); V(cli) with Azure CLI's sign-in.
       - Options given to the task win over what the source gives.
+      - When not set, E(ANSIBLE_AZURE_AUTH_SOURCE) is used, as in azure.azcollection.
     type: str
     default: auto
     choices: [auto, env, cli, msi, credential_file]
-    env:
-      - name: ANSIBLE_AZURE_AUTH_SOURCE
   profile:
     description: A section of C(~/.azure/credentials) to read the credentials from.
     type: str

@@ -534,7 +534,7 @@ class Session:
                 if getattr(exc, "response", None) is None or exc.status_code is None:
                     raise self.sign_in_error(exc)
                 raise self.http_error(exc, what, scope, url, feature)
-            except HttpResponseError as exc:
+            except HttpResponseError as exc:  # pylint: disable=duplicate-except
                 status = exc.status_code
                 rule = _retry.RETRY_TABLE.get(("http", status))
                 if rule is None:

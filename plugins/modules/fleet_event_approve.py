@@ -42,7 +42,7 @@ attributes:
     platforms: posix
 options:
   ids:
-    description: ARM ids of scheduled events, as RV(azure_imds.scheduled_events.fleet_event_info#module:events[].id).
+    description: ARM ids of scheduled events, the C(id) of each of RV(azure_imds.scheduled_events.fleet_event_info#module:events).
     type: list
     elements: str
     required: true
@@ -79,7 +79,8 @@ approved:
   type: list
   elements: str
   sample:
-    - /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-web/providers/Microsoft.Compute/virtualMachines/web_0/providers/Microsoft.Maintenance/scheduledevents/C7061BAC-AFDC-4513-B24B-AA5F13A16123
+    - "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-web/providers/Microsoft.Compute/virtualMachines/web_0\
+      /providers/Microsoft.Maintenance/scheduledevents/C7061BAC-AFDC-4513-B24B-AA5F13A16123"
 already:
   description: Ids already C(Started), C(Completed) or C(Canceled), or answered with a conflict; nothing was sent for them.
   returned: success

@@ -112,7 +112,8 @@ events:
       description: Virtual machine is going to be restarted as requested by authorized user.
       event_source: User
       duration_in_seconds: -1
-      id: /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-web/providers/Microsoft.Compute/virtualMachines/web_0/providers/Microsoft.Maintenance/scheduledevents/C7061BAC-AFDC-4513-B24B-AA5F13A16123
+      id: "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-web/providers/Microsoft.Compute/virtualMachines/web_0\
+        /providers/Microsoft.Maintenance/scheduledevents/C7061BAC-AFDC-4513-B24B-AA5F13A16123"
       subscription_id: 00000000-0000-0000-0000-000000000000
       resource_group: rg-web
       location: westeurope

@@ -21,10 +21,10 @@ description:
   - The policy is a B(preview) of Azure. The subscription must have registered the preview feature
     C(Microsoft.Compute/SendScheduledEventsPolicy) (and, for Resource Graph and Event Grid,
     C(Microsoft.Maintenance/ScheduledEventsActivity)); without it Azure refuses the policy and the
-    module's message names the feature (Azure's exact wording is not documented: our observation).
+    module's message names the feature (Azure's exact wording is not documented, our observation).
   - The signed-in principal needs write access to the resource (for example Virtual Machine Contributor).
   - With O(auto_approve_user_reboot) or O(auto_approve_user_redeploy), a reboot or redeploy started by a
-    user is never C(Scheduled): it appears C(Started) at once, so an in-VM drain that waits for
+    user is never C(Scheduled); it appears C(Started) at once, so an in-VM drain that waits for
     C(Scheduled) never runs.
   - Runs on the controller; the VMs need nothing.
 extends_documentation_fragment:
@@ -214,12 +214,14 @@ def apply(module, session):
     if changed and not module.check_mode:
         body = {"properties": {"scheduledEventsPolicy": after}}
         what = "Writing the scheduledEventsPolicy of %s" % scope_id
-        if arm_type == "availabilitySets":
-            send = lambda t: group.update(params["resource_group"], params["name"], body,  # noqa: E731
-                                          api_version=params["api_version"], **t)
-        else:
-            send = lambda t: group.begin_update(params["resource_group"], params["name"], body,  # noqa: E731
-                                                api_version=params["api_version"], polling=False, **t).result()
+
+        def send(timeouts):
+            if arm_type == "availabilitySets":
+                return group.update(params["resource_group"], params["name"], body,
+                                    api_version=params["api_version"], **timeouts)
+            # polling=False: the PATCH's own answer carries the policy; no sleep between polls.
+            return group.begin_update(params["resource_group"], params["name"], body,
+                                      api_version=params["api_version"], polling=False, **timeouts).result()
         written = session.call(send, what, scope=scope_id, feature=_azure.POLICY_FEATURE)
         written = written.as_dict() if written is not None else {}
         after = (written.get("properties") or {}).get("scheduledEventsPolicy") or after

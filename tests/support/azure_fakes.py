@@ -83,7 +83,7 @@ class AzureRun:
         return [(m, u[len(BASE) - 1:] if u.startswith(BASE) else u) for m, u, _, _ in self.session.sent]
 
     def bodies(self, method):
-        return [b for m, _, b, _ in self.session.sent if m == method]
+        return [b for m, _url, b, _headers in self.session.sent if m == method]
 
 
 def run_azure_module(module, args, answers=(), check_mode=False, diff=False, environ=None, cloud=True, home="/nonexistent"):

@@ -25,8 +25,8 @@ def params(**given):
 def test_fragment_matches_argspec():
     spec = dict((k, dict((a, b) for a, b in v.items() if a != "fallback")) for k, v in _azure.azure_argument_spec().items())
     compare_options(ModuleDocFragment.DOCUMENTATION, spec)
-    assert yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"]["auth_source"]["env"] == [
-        {"name": _azure.AUTH_SOURCE_ENV_VAR}]
+    description = " ".join(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"]["auth_source"]["description"])
+    assert "E(%s)" % _azure.AUTH_SOURCE_ENV_VAR in description
 
 
 def test_awx_environment_signs_in_unchanged():
@@ -62,8 +62,8 @@ def test_auto_without_anything_falls_back_to_azure_cli_and_msi_takes_env_client_
 
 def test_missing_secret_names_what_is_missing():
     with pytest.raises(_azure.AzureInputError, match="secret missing"):
-        _azure.sign_in_settings(params(auth_source="env"), environ={"AZURE_CLIENT_ID": "a", "AZURE_TENANT": "t",
-                                                                  "AZURE_SUBSCRIPTION_ID": SUB}, home="/nonexistent")
+        environ = {"AZURE_CLIENT_ID": "a", "AZURE_TENANT": "t", "AZURE_SUBSCRIPTION_ID": SUB}
+        _azure.sign_in_settings(params(auth_source="env"), environ=environ, home="/nonexistent")
 
 
 def test_named_cloud_keeps_the_real_defaults():
