@@ -329,6 +329,14 @@ def affects(event, resource_name):
     return resource_name is not None and resource_name in (event.get("resources") or [])
 
 
+def affects_any(event, resource_names, ignore_case=False):
+    """Whether Resources names one of resource_names exactly (without regard to case with
+    ignore_case: Azure resource names are not case-sensitive, as the control plane compares them)."""
+    fold = (lambda name: name.lower()) if ignore_case else (lambda name: name)
+    wanted = set(fold(name) for name in resource_names)
+    return any(isinstance(name, str) and fold(name) in wanted for name in event.get("resources") or [])
+
+
 def is_leader(event, resource_name):
     """The first name in Resources is the documented choice of one approver per group."""
     resources = event.get("resources") or []
