@@ -47,6 +47,7 @@ def argument_spec():
         state=dict(type="str", choices=list(_wait_state.STATES)),
         condition=dict(type="str"),
         since_incarnation=dict(type="raw"),
+        seen_event_ids=dict(type="list", elements="str", default=[]),
         timeout=dict(type="float", default=DEFAULT_TIMEOUT),
         delay=dict(type="float", default=0.0),
         sleep=dict(type="float", default=DEFAULT_SLEEP),
@@ -156,6 +157,7 @@ class ActionModule(ActionBase):
             chunk=self.chunk_seconds, reset_connection=self._reset_connection,
             clock=self._clock, sleep_fn=self._sleep,
             log=lambda message: display.vvv("scheduled_event_wait: %s" % message, host=self._play_context.remote_addr),
+            seen_event_ids=args["seen_event_ids"],
             progress_interval=args["progress_interval"], progress=lambda line: display.display(
                 "scheduled_event_wait %s: %s" % (task_vars.get("inventory_hostname", self._play_context.remote_addr), line)),
         )
@@ -184,7 +186,8 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _report(outcome):
-        report = dict(changed=False, elapsed=round(outcome.elapsed, 3), polls=outcome.polls, events=[])
+        report = dict(changed=False, elapsed=round(outcome.elapsed, 3), polls=outcome.polls, events=[],
+                      auto_approved=list(outcome.auto_approved), started_before_seen=list(outcome.started_before_seen))
         if outcome.snapshot is not None:
             report.update(events=outcome.snapshot.events, document_incarnation=outcome.snapshot.incarnation,
                           document=outcome.snapshot.document)

@@ -25,6 +25,15 @@ An event is gone when a document with a higher DocumentIncarnation than the last
 lacks it, or when ``gone_after_missing_polls`` documents in a row lack it: one document without
 an event is not the end of a maintenance.
 
+An event first seen Started had no Scheduled phase for the observer, so nothing could drain for
+it. ``unseen_start`` says why, the one rule every consumer (the watcher, the wait action plugin
+and through it ``rolling_maintenance``, the EDA source) applies: a user-initiated event
+(EventSource User) is taken as approved automatically by the Scheduled Events Policy
+(``userInitiatedReboot`` / ``userInitiatedRedeploy`` ``automaticallyApprove``: Azure publishes
+such an event Started, never Scheduled); any other only as started before it was seen (a
+platform event whose NotBefore passed between two polls, a Preempt, a host failure). A
+transition carries it as ``auto_approved`` and ``started_before_seen``.
+
 Each transition type is emitted at most once per EventId (EventIds are compared without case).
 An event that comes back after it was taken as gone is tracked again without a second
 ``scheduled``; its ``started`` and ``ended`` still come if they have not. Events whose EventId
@@ -50,6 +59,34 @@ STARTED = "Started"
 REMEMBER_GONE_EVENTS = 1024
 MAX_MISSING_POLLS = 1000
 SNAPSHOT_VERSION = 1
+
+
+# What unseen_start answers for an event first seen Started.
+AUTO_APPROVED = "auto_approved"
+STARTED_BEFORE_SEEN = "started_before_seen"
+USER = "User"
+AUTO_APPROVED_TEXT = "approved automatically by the Scheduled Events Policy, no drain was possible"
+STARTED_BEFORE_SEEN_TEXT = "started before it was seen, no drain was possible"
+
+
+def unseen_start(event, seen_before):
+    """Why an event had no Scheduled phase for its observer, or None.
+
+    event: a normalised event (``event_status``, ``event_source``) as seen now; seen_before: True
+    when the observer saw this EventId in an earlier document (with any status). Only an event
+    Started at its first sighting qualifies: one seen Scheduled before that then started is
+    approved by someone (or by NotBefore) in the open, and drained for. Of those, a User event is
+    the Scheduled Events Policy's automatic approval (AUTO_APPROVED); any other source cannot be
+    told apart from a platform event whose NotBefore passed between polls (STARTED_BEFORE_SEEN).
+    """
+    if seen_before or not isinstance(event, dict) or event.get("event_status") != STARTED:
+        return None
+    return AUTO_APPROVED if event.get("event_source") == USER else STARTED_BEFORE_SEEN
+
+
+def describe_unseen_start(reason):
+    """The words every consumer reports for unseen_start's answer ("" for None)."""
+    return {AUTO_APPROVED: AUTO_APPROVED_TEXT, STARTED_BEFORE_SEEN: STARTED_BEFORE_SEEN_TEXT}.get(reason, "")
 
 
 def event_key(event_id):
@@ -87,6 +124,7 @@ def _new_record(event, incarnation):
         "seen_incarnation": incarnation,
         "missing_polls": 0,
         "gone": False,
+        "unseen_start": None,
     }
 
 
@@ -130,6 +168,7 @@ class TransitionTracker(object):
             record = self.records.get(key)
             if record is None:
                 record = self.records[key] = _new_record(event, incarnation)
+                record["unseen_start"] = unseen_start(event, seen_before=False)
             elif record["gone"]:
                 record["gone"] = False
                 self.gone_order.remove(key)
@@ -188,6 +227,9 @@ class TransitionTracker(object):
             "resource_name": self.resource_name,
             "affects_this_host": mine,
             "seen_scheduled": record["seen_scheduled"],
+            # Set on the started transition of an event first seen Started (and on its ended).
+            "auto_approved": record.get("unseen_start") == AUTO_APPROVED,
+            "started_before_seen": record.get("unseen_start") == STARTED_BEFORE_SEEN,
         }
 
     # -- persistence -------------------------------------------------------------------------
@@ -219,6 +261,8 @@ class TransitionTracker(object):
         records = data.get("records")
         if not isinstance(records, dict):
             raise ValueError("records: not a JSON object")
+        # A snapshot written before unseen_start was recorded: its events were seen before.
+        records = dict((k, dict({"unseen_start": None}, **r) if isinstance(r, dict) else r) for k, r in records.items())
         for key, record in records.items():
             problem = _record_problem(key, record)
             if problem:
@@ -250,6 +294,8 @@ def _record_problem(key, record):
     emitted = record["emitted"]
     if not isinstance(emitted, list) or any(t not in TRANSITIONS for t in emitted) or len(set(emitted)) != len(emitted):
         return "emitted %r is not a list of distinct transitions %s" % (emitted, ", ".join(TRANSITIONS))
+    if record["unseen_start"] not in (None, AUTO_APPROVED, STARTED_BEFORE_SEEN):
+        return "unseen_start %r is not null, %s or %s" % (record["unseen_start"], AUTO_APPROVED, STARTED_BEFORE_SEEN)
     for field in ("seen_scheduled", "seen_started", "gone"):
         if not isinstance(record[field], bool):
             return "%s %r is not true or false" % (field, record[field])

@@ -96,6 +96,14 @@ options:
       - Declared C(raw) so that a value such as infinity is refused with this option named; Ansible's
         own integer conversion would fail on it without a name.
     type: raw
+  seen_event_ids:
+    description:
+      - EventIds the play saw before this wait, such as those it approved. An event is reported in
+        RV(auto_approved) or RV(started_before_seen) only when this wait sees it for the first time and
+        it is C(Started) then; an EventId listed here was seen before, so it is neither.
+    type: list
+    elements: str
+    default: []
   this_host_only:
     description:
       - Keep only events whose C(Resources) name this VM (see O(resource_name)); events of an
@@ -248,6 +256,26 @@ events:
       duration_in_seconds: 5
       affects_this_host: true
       seconds_to_not_before:
+auto_approved:
+  description:
+    - EventIds of the matching events with C(EventSource) V(User) that this wait saw first as C(Started)
+      (and that are not in O(seen_event_ids)). They were approved automatically by the Scheduled Events
+      Policy (C(userInitiatedReboot) or C(userInitiatedRedeploy) C(automaticallyApprove)), so no drain was possible.
+      M(azure_imds.scheduled_events.scheduled_events_policy) shows and changes that policy.
+    - An event seen C(Scheduled) before it started is never listed.
+  returned: always
+  type: list
+  elements: str
+  sample: [C7061BAC-AFDC-4513-B24B-AA5F13A16123]
+started_before_seen:
+  description:
+    - EventIds of the other matching events (C(EventSource) V(Platform) or none) that this wait saw first
+      as C(Started). They started before they were seen (a C(NotBefore) that passed between two reads,
+      a Preempt, a host failure), so no drain was possible either.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 document_incarnation:
   description:
     - C(DocumentIncarnation) of the last document read. Compare it for equality only, since readers

@@ -17,6 +17,7 @@ import math
 import time
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _event
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._transitions import AUTO_APPROVED, unseen_start
 
 try:
     import jmespath
@@ -191,6 +192,10 @@ class Outcome:
         self.facts = {}            # what Ansible adds to module results (the discovered interpreter)
         self.last_ok = False       # whether the latest run gave a document
         self.seen_event_ids = []   # every matching event seen during the wait, each once
+        # EventIds first seen Started (by this wait, and not named in seen_event_ids): a User event
+        # approved automatically by the Scheduled Events Policy, or any other that started unseen.
+        self.auto_approved = []
+        self.started_before_seen = []
 
 
 class Progress:
@@ -241,8 +246,10 @@ class Waiter:
     def __init__(self, goal, run_module, module_args, timeout, delay=0.0, sleep=1.0,
                  request_timeout=_defaults.DEFAULT_REQUEST_TIMEOUT, retry_timeout=_defaults.DEFAULT_RETRY_TIMEOUT,
                  chunk=CHUNK_SECONDS, reset_connection=None, clock=None, sleep_fn=None, log=None,
-                 progress_interval=0.0, progress=None):
+                 progress_interval=0.0, progress=None, seen_event_ids=None):
         self.goal = goal
+        # EventIds the play saw before this wait (those it approved, say): none of them is first seen here.
+        self.seen_before = set(str(event_id).upper() for event_id in seen_event_ids or ())
         self._run_module = run_module
         self._module_args = dict((k, v) for k, v in module_args.items() if v is not None)
         self.timeout = float(timeout)
@@ -334,7 +341,7 @@ class Waiter:
             else:
                 snapshot = Snapshot(result)
                 outcome.last_ok = True
-                _remember_events(outcome.seen_event_ids, snapshot)
+                _remember_events(outcome, snapshot, self.seen_before)
                 if outcome.snapshot is None:
                     self.goal.begin(snapshot)
                 unchanged = outcome.snapshot is not None and snapshot.incarnation == outcome.snapshot.incarnation
@@ -357,11 +364,15 @@ class Waiter:
         return outcome
 
 
-def _remember_events(seen, snapshot):
+def _remember_events(outcome, snapshot, seen_before):
+    seen = outcome.seen_event_ids
     for event in snapshot.events:
         event_id = str(event.get("event_id") or "").upper()
         if event_id and event_id not in seen:
             seen.append(event_id)
+            reason = unseen_start(event, seen_before=event_id in seen_before)
+            if reason is not None:
+                (outcome.auto_approved if reason == AUTO_APPROVED else outcome.started_before_seen).append(event_id)
 
 
 # Events named in a progress line; more are counted, so that the line stays one line.

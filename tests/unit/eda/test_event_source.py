@@ -197,6 +197,20 @@ def test_emit_existing_false_announces_only_what_comes_later(mock):
     assert [t["scheduled_event"]["event_id"] for t in source.poll()[0]] == [later]
 
 
+def test_a_user_event_first_seen_started_is_put_on_the_queue_as_approved_by_the_policy(mock):
+    source = poller(mock, resource_name="web_1")
+    source.start()
+    scheduled = add_event(mock, event_type="Reboot", resources=["web_1"], event_source="User")
+    assert [t["type"] for t in source.poll()[0]] == ["scheduled"]
+    mock.control("POST", "events/%s/start" % scheduled)
+    policy = add_event(mock, event_type="Redeploy", resources=["web_1"], event_source="User", status="Started")
+    platform = add_event(mock, event_type="Reboot", resources=["web_1"], status="Started")
+    found = dict((t["scheduled_event"]["event_id"], t) for t in source.poll()[0])
+    assert [found[eid]["type"] for eid in (scheduled, policy, platform)] == ["started"] * 3
+    assert [found[eid]["auto_approved"] for eid in (scheduled, policy, platform)] == [False, True, False]
+    assert [found[eid]["started_before_seen"] for eid in (scheduled, policy, platform)] == [False, False, True]
+
+
 def test_imds_faults_are_polled_through_with_the_client_s_backoff_and_logged_once(mock, caplog):
     source = poller(mock, resource_name="web_1")
     source.start()

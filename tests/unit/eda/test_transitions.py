@@ -39,7 +39,8 @@ def test_scheduled_then_started_then_ended_with_every_field():
     tracker = TransitionTracker("web_1")
     [first] = tracker.observe(doc(1, event()))
     assert first == {"type": "scheduled", "scheduled_event": event(), "document_incarnation": 1,
-                     "resource_name": "web_1", "affects_this_host": True, "seen_scheduled": True}
+                     "resource_name": "web_1", "affects_this_host": True, "seen_scheduled": True,
+                     "auto_approved": False, "started_before_seen": False}
     assert tracker.observe(doc(1, event())) == []
     [started] = tracker.observe(doc(2, event(status="Started")))
     assert (started["type"], started["scheduled_event"]["event_status"], started["seen_scheduled"]) == (
@@ -94,7 +95,8 @@ def test_emit_existing_false_remembers_the_first_document_without_events_then_fo
     assert tracker.observe(doc(1, event(), event(B, status="Started"))) == []
     assert tracker.observe(doc(2, event(status="Started"), event(B, status="Started"))) == [
         {"type": "started", "scheduled_event": event(status="Started"), "document_incarnation": 2,
-         "resource_name": "web_1", "affects_this_host": True, "seen_scheduled": True}]
+         "resource_name": "web_1", "affects_this_host": True, "seen_scheduled": True,
+         "auto_approved": False, "started_before_seen": False}]
     assert kinds(tracker.observe(doc(3))) == [("ended", A), ("ended", B)]
     # A new event after the first document is announced.
     assert kinds(tracker.observe(doc(4, event("0E0E0E0E-0000-4000-8000-000000000001")))) == [
@@ -283,3 +285,56 @@ def test_random_sequences_keep_the_rule(steps, emit_existing):
                     and t["scheduled_event"]["event_id"] in ids_here]
         # The snapshot round-trips through JSON at every step.
         tracker = TransitionTracker.restore(json.loads(json.dumps(tracker.snapshot())), emit_existing=emit_existing)
+
+
+# -- an event first seen Started: the Scheduled Events Policy, or started before it was seen -------
+
+def sourced(source, **kwargs):
+    result = event(**kwargs)
+    result["event_source"] = source
+    return result
+
+
+@pytest.mark.parametrize("source, seen_before, status, expected", [
+    ("User", False, "Started", _transitions.AUTO_APPROVED),
+    ("Platform", False, "Started", _transitions.STARTED_BEFORE_SEEN),
+    (None, False, "Started", _transitions.STARTED_BEFORE_SEEN),
+    ("User", True, "Started", None),
+    ("User", False, "Scheduled", None),
+])
+def test_unseen_start_is_the_one_rule(source, seen_before, status, expected):
+    assert _transitions.unseen_start(sourced(source, status=status), seen_before) == expected
+
+
+def test_a_user_event_first_seen_started_is_marked_auto_approved_on_its_started_and_ended():
+    tracker = TransitionTracker("web_1")
+    [started] = tracker.observe(doc(1, sourced("User", status="Started")))
+    assert started["type"] == "started" and started["auto_approved"] is True
+    assert started["started_before_seen"] is False and started["seen_scheduled"] is False
+    [ended] = tracker.observe(doc(2))
+    assert ended["type"] == "ended" and ended["auto_approved"] is True
+
+
+def test_a_user_event_seen_scheduled_then_started_is_not_auto_approved():
+    tracker = TransitionTracker("web_1")
+    tracker.observe(doc(1, sourced("User")))
+    [started] = tracker.observe(doc(2, sourced("User", status="Started")))
+    assert started["type"] == "started" and started["auto_approved"] is False
+    assert started["started_before_seen"] is False
+
+
+def test_a_platform_event_first_seen_started_only_started_before_it_was_seen():
+    tracker = TransitionTracker("web_1")
+    [started] = tracker.observe(doc(1, sourced("Platform", status="Started")))
+    assert started["auto_approved"] is False and started["started_before_seen"] is True
+
+
+def test_a_restored_tracker_does_not_take_a_known_event_as_first_seen_and_reads_older_snapshots():
+    tracker = TransitionTracker("web_1")
+    tracker.observe(doc(1, sourced("User")))
+    data = json.loads(json.dumps(tracker.snapshot()))
+    for record in data["records"].values():
+        del record["unseen_start"]          # as a snapshot written before the field existed
+    again = TransitionTracker.restore(data)
+    [started] = again.observe(doc(2, sourced("User", status="Started")))
+    assert started["auto_approved"] is False

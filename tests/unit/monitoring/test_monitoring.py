@@ -33,6 +33,7 @@ CONTRACT = {
     "azure_imds_watcher_document_incarnation": ("gauge", ()),
     "azure_imds_watcher_events": ("gauge", ("event_type", "event_status")),
     "azure_imds_watcher_events_seen_total": ("counter", ("event_type",)),
+    "azure_imds_watcher_events_auto_approved_total": ("counter", ("event_type",)),
     "azure_imds_watcher_handler_runs_total": ("counter", ("phase", "outcome")),
     "azure_imds_watcher_handler_duration_seconds": ("histogram", ("phase",)),
     "azure_imds_watcher_handlers_running": ("gauge", ()),

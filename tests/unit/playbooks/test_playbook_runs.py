@@ -11,6 +11,8 @@ import json
 import os
 import re
 import sys
+import threading
+import time
 
 import pytest
 
@@ -262,6 +264,40 @@ def test_rolling_maintenance_ends_with_a_summary_per_host(mock, run_playbook, ma
     assert clocks == sorted(clocks) and steps[0]["offset"] == "0.0s"
     assert re.match(r"^  drained in \d+\.\ds, waited \d+\.\ds, recovered in \d+\.\ds; \d+\.\ds in all$", lines[len(steps) + 1]), lines
     assert lines[len(steps) + 2:] == ["web_1 (VM web_1): no scheduled event, left alone"], lines
+
+
+def test_a_user_reboot_the_policy_approved_is_reported_as_undrainable(mock, run_playbook, marks_tasks):
+    # Azure publishes a user's Reboot already Started when the Scheduled Events Policy approves it
+    # automatically. It lasts until the test moves the mock's clock, which it does once the wait's
+    # own first read (the third GET: the round's read, the wait's read, its first watch) is in the audit.
+    reboot = add_event(mock, "web_0", "Reboot", status="Started", event_source="User", duration=600)
+
+    def gets():
+        return [r for r in mock.control("GET", "audit?vm=web_0")["requests"]
+                if r["method"] == "GET" and "scheduledevents" in r["path"]]
+
+    def finish_when_watched():
+        deadline = time.monotonic() + 120
+        while len(gets()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        mock.control("POST", "time/advance", {"seconds": 600})
+
+    helper = threading.Thread(target=finish_when_watched, daemon=True)
+    helper.start()
+    run = run_playbook("rolling_maintenance", hosts_for(mock, "rolling_maintenance", ["web_0"]), {
+        "rolling_maintenance_drain_tasks": marks_tasks("drain"),
+        "rolling_maintenance_recover_tasks": marks_tasks("recover"),
+    })
+    helper.join(10)
+    assert run.rc == 0, run
+    said = "web_0: Reboot %s (EventSource User) first seen Started: approved automatically by the Scheduled Events " \
+           "Policy, no drain was possible." % reboot
+    assert said in " ".join(run.output.split()), run.output
+    lines = summary_lines(run.output, "Show what was done to each host, and when (UTC)")
+    details = dict((step["step"], step["detail"]) for step in steps_of(lines))
+    assert "%s approved automatically by the Scheduled Events Policy, no drain was possible" % reboot in \
+        details["wait until completed"], lines
+    assert approvals(mock) == {}
 
 
 def test_a_host_that_failed_shows_its_steps_up_to_the_failure(mock, run_playbook, marks_tasks):

@@ -169,7 +169,8 @@ def test_the_body_is_the_transition_with_observer_and_version(tmp_path):
     body = notifications.first_for("http://127.0.0.1:9/x")["body"]
     assert body == {
         "type": "scheduled", "scheduled_event": event(ID_A, resources=("web_1",)), "document_incarnation": 4,
-        "resource_name": "web_0", "affects_this_host": False, "seen_scheduled": True, "observer": "web_0",
+        "resource_name": "web_0", "affects_this_host": False, "seen_scheduled": True,
+        "auto_approved": False, "started_before_seen": False, "observer": "web_0",
         "watcher_version": "9.9.9", "notification_id": "web_0/%s/scheduled" % ID_A.lower(),
         "observed_at": "2023-11-14T22:13:20Z"}
 

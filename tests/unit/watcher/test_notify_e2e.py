@@ -65,8 +65,10 @@ def test_a_lifecycle_reaches_the_receiver_in_order_with_its_body(tmp_path, fleet
     assert [b["type"] for b in mine] == ["scheduled", "started", "ended"]
     assert [b["type"] for b in receiver.bodies() if b["scheduled_event"]["event_id"] == other] == ["scheduled"]
     first = mine[0]
-    assert sorted(first) == ["affects_this_host", "document_incarnation", "notification_id", "observed_at", "observer",
-                             "resource_name", "scheduled_event", "seen_scheduled", "type", "watcher_version"]
+    assert sorted(first) == ["affects_this_host", "auto_approved", "document_incarnation", "notification_id",
+                             "observed_at", "observer", "resource_name", "scheduled_event", "seen_scheduled",
+                             "started_before_seen", "type", "watcher_version"]
+    assert first["auto_approved"] is False and first["started_before_seen"] is False
     assert first["observer"] == first["resource_name"] == "web_0"
     assert first["affects_this_host"] is True and first["seen_scheduled"] is True
     assert first["watcher_version"] == GALAXY_VERSION

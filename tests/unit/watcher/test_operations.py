@@ -190,7 +190,7 @@ def test_every_metric_of_the_contract_is_published_with_its_labels(tmp_path, moc
     expected = {"build_info": "gauge", "start_time_seconds": "gauge", "last_loop_timestamp_seconds": "gauge",
                 "polls": "counter", "imds_request_duration_seconds": "histogram",
                 "last_successful_poll_timestamp_seconds": "gauge", "document_incarnation": "gauge",
-                "events": "gauge", "events_seen": "counter", "handler_runs": "counter",
+                "events": "gauge", "events_seen": "counter", "events_auto_approved": "counter", "handler_runs": "counter",
                 "handler_duration_seconds": "histogram", "handlers_running": "gauge", "approvals": "counter",
                 "event_to_drain_start_seconds": "histogram", "event_to_approval_seconds": "histogram",
                 "drains_past_not_before": "counter", "state_writes": "counter", "notifications": "counter",

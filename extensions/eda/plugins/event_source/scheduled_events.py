@@ -30,7 +30,15 @@ description:
   - "Each event put on the queue has: C(type) (one of the transitions), C(scheduled_event) (the
     event as M(azure_imds.scheduled_events.scheduled_event_info) returns it in RV(events); for
     V(ended) and V(cancelled) as it was last seen), C(document_incarnation), C(resource_name) (this
-    VM's name), C(affects_this_host) and C(seen_scheduled)."
+    VM's name), C(affects_this_host), C(seen_scheduled), C(auto_approved) and C(started_before_seen)."
+  - "C(auto_approved) is V(true) for an event with C(EventSource) V(User) that this source saw first as
+    C(Started): approved automatically by the Scheduled Events Policy (C(userInitiatedReboot) or
+    C(userInitiatedRedeploy) C(automaticallyApprove)), so no drain was possible.
+    M(azure_imds.scheduled_events.scheduled_events_policy) shows and changes that policy.
+    C(started_before_seen) is V(true) for any other event first seen C(Started) (a platform event whose
+    C(NotBefore) passed between two polls, a Preempt, a host failure). Both stay V(false) for an event
+    seen C(Scheduled) first, and both are carried on its V(ended) too. After a restart of ansible-rulebook
+    an event already C(Started) is seen for the first time again."
   - Each type is emitted at most once per event. A restart of ansible-rulebook starts afresh; set
     O(emit_existing=false) so that events already present then are not announced again.
   - IMDS answers only from inside the VM, so the rulebook runs on the VM. For a fleet, let the

@@ -340,7 +340,9 @@ class Watcher(object):
         self._imds_recovered()
         self._log_warnings(document)
         self.telemetry.document(document, self.resource_name)
-        self.log.apply(self.planner.observe(document.events, self._wall_clock(), document.incarnation))
+        actions = self.planner.observe(document.events, self._wall_clock(), document.incarnation)
+        self.telemetry.planned(actions)
+        self.log.apply(actions)
         # Queued now, sent once the next state write (the drain's, or the poll's last) holds them.
         self._notify(document)
         # A new drain starts before anything else is written or sent: the first handler's start

@@ -24,6 +24,10 @@ import time
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _event
 # One rule for when an event is gone, shared with the notify action and the EDA event source.
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._transitions import GONE_AFTER_MISSING_POLLS
+# One rule for an event first seen Started (the Scheduled Events Policy's automatic approval of a
+# user event), shared with the wait action plugin and the EDA event source.
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._transitions import (
+    AUTO_APPROVED, describe_unseen_start, unseen_start)
 
 from .log import Log
 from .records import event_key, new_record, not_before_epoch, owes_recover
@@ -245,9 +249,10 @@ class Planner(object):
             present.add(key)
             record = self.records.get(key)
             if record is None or (record["gone"] and not record["mine"]):
+                seen_before = record is not None
                 record = new_record(event, _event.affects(event, self.resource_name), incarnation)
                 self.records[key] = record
-                actions.extend(self._first_sight(key, record))
+                actions.extend(self._first_sight(key, record, seen_before))
             else:
                 if record["gone"]:
                     actions.extend(self._came_back(key, record))
@@ -316,7 +321,10 @@ class Planner(object):
                     "already ran (%s) is not run again: a drain runs at most once per event"
                     % (eid, ", ".join("%s %s" % (p, record[p]) for p in ran) or "nothing"), event_id=eid)]
 
-    def _first_sight(self, key, record):
+    def _first_sight(self, key, record, seen_before=True):
+        """Log lines (and the approval policy) for an event that names this VM for the first time.
+        seen_before: whether an earlier document held it (then it cannot be first seen Started).
+        The record is persisted, so a restarted watcher never sees the same event first again."""
         event = record["event"]
         eid = event.get("event_id")
         if not record["mine"]:
@@ -327,6 +335,16 @@ class Planner(object):
                        % (eid, describe(event), self.resource_name), event_id=eid, mine=True,
                        event_type=event.get("event_type"), event_status=event.get("event_status"),
                        not_before=event.get("not_before"))]
+        reason = unseen_start(event, seen_before)
+        if reason is not None:
+            actions.append(Log("warning", reason, "event %s: %s with EventSource %s was first seen Started: %s%s"
+                               % (eid, event.get("event_type"), event.get("event_source"),
+                                  describe_unseen_start(reason),
+                                  "; to drain before user reboots and redeploys, turn automaticallyApprove off "
+                                  "with azure_imds.scheduled_events.scheduled_events_policy"
+                                  if reason == AUTO_APPROVED else ""),
+                               event_id=eid, event_type=event.get("event_type"),
+                               event_source=event.get("event_source")))
         if record["status"] == SCHEDULED:
             policy, reason = approval_policy(event, self.resource_name, self.approval)
             record["policy"], record["policy_reason"] = policy, reason

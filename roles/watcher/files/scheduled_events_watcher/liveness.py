@@ -17,6 +17,7 @@ import socket
 import time
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _edge, _event, _retry
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._transitions import AUTO_APPROVED
 
 from . import metrics
 from .files import replace_file
@@ -320,6 +321,12 @@ class Telemetry(object):
     def document(self, document, resource_name):
         self._record("document", document.incarnation, document.events,
                      lambda event: _event.affects(event, resource_name), self._wall_clock())
+
+    def planned(self, actions):
+        """What the planner decided about a document: its automatic approvals are counted."""
+        for action in actions:
+            if action.action == AUTO_APPROVED:
+                self._record("event_auto_approved", action.fields.get("event_type"))
 
     def drain_started(self, key):
         self._record("drain_started", key, self._wall_clock())

@@ -162,6 +162,9 @@ class WatcherMetrics(object):
         self.incarnation = Gauge("document_incarnation", "DocumentIncarnation last read.")
         self.events = Gauge("events", "Events in the last document that name this VM.", ["event_type", "event_status"])
         self.events_seen = Counter("events_seen_total", "Distinct events first seen (any VM).", ["event_type"])
+        self.auto_approved = Counter("events_auto_approved_total", "Events of this VM first seen Started with "
+                                     "EventSource User: approved automatically by the Scheduled Events Policy, no "
+                                     "drain was possible.", ["event_type"], [("Reboot",), ("Redeploy",)])
         self.handler_runs = Counter("handler_runs_total", "Handler runs by phase and outcome.", ["phase", "outcome"],
                                     every_run)
         self.handler_duration = Histogram("handler_duration_seconds", "Handler run time.", HANDLER_BUCKETS, ["phase"],
@@ -184,7 +187,7 @@ class WatcherMetrics(object):
                                                "notification (each retry counts).", preset=[()])
         self.notify_outbox = Gauge("notify_outbox", "Notifications not yet sent to every receiver.")
         self.all = [self.build_info, self.start_time, self.last_loop, self.polls, self.poll_duration,
-                    self.last_success, self.incarnation, self.events, self.events_seen, self.handler_runs,
+                    self.last_success, self.incarnation, self.events, self.events_seen, self.auto_approved, self.handler_runs,
                     self.handler_duration, self.handlers_running, self.approvals, self.to_drain, self.to_approval,
                     self.late_drains, self.state_writes, self.notifications, self.notify_attempt_failures,
                     self.notify_outbox]
@@ -221,6 +224,10 @@ class WatcherMetrics(object):
                     series = ("%s" % event.get("event_type"), "%s" % event.get("event_status"))
                     counts[series] = counts.get(series, 0) + 1
             self.events.replace_all(counts)
+
+    def event_auto_approved(self, event_type):
+        with self._lock:
+            self.auto_approved.inc("%s" % event_type)
 
     def drain_started(self, key, now):
         with self._lock:

@@ -530,3 +530,21 @@ def test_a_bad_progress_interval_is_refused_naming_it_and_its_range(value):
 @pytest.mark.parametrize("value, expected", [(0, 0.0), ("0", 0.0), (1, 1.0), ("90", 90.0), (86400, 86400.0)])
 def test_a_good_progress_interval_is_taken(value, expected):
     assert action_mod.check_progress_interval(value, float(value)) == expected
+
+
+# -- the Scheduled Events Policy ------------------------------------------------------------------
+
+def test_an_event_first_seen_started_by_user_is_returned_in_auto_approved_unless_the_play_saw_it():
+    started = dict(RAW_EVENT, EventStatus="Started", NotBefore="", EventSource="User")
+    first = info_result(2, with_event=True)
+    first["document"]["Events"] = [started]
+    first["events"] = [dict(EVENT, event_status="Started", not_before=None, event_source="User")]
+    harness = Harness({"imds_url": URL, "state": "completed"}, [(first, 0.1), (info_result(3), 5.0)])
+    result = harness.run()
+    assert not result.get("failed")
+    assert result["auto_approved"] == [EVENT_ID] and result["started_before_seen"] == []
+    harness = Harness({"imds_url": URL, "state": "completed", "seen_event_ids": [EVENT_ID]},
+                      [(first, 0.1), (info_result(3), 5.0)])
+    result = harness.run()
+    assert result["auto_approved"] == [] and result["started_before_seen"] == []
+    assert "seen_event_ids" not in harness.calls[0][1], "the play's knowledge stays on the controller"

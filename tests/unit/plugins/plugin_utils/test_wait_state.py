@@ -479,3 +479,51 @@ def test_no_progress_interval_means_no_line_and_unchanged_sleeps():
                                            (3723, "1h02m03s"), (-1, "0s")])
 def test_durations_read_as_an_operator_reads_them(seconds, text):
     assert _wait_state.duration_text(seconds) == text
+
+
+# -- the Scheduled Events Policy: events first seen Started -------------------------------------
+
+def sourced(raw, source):
+    """doc()'s events carry only what norm() keeps; these carry EventSource too."""
+    event = norm(raw)
+    event["event_source"] = source
+    return event
+
+
+def doc_from(incarnation, *pairs):
+    """A result whose matching events are (raw event, EventSource) pairs."""
+    result = doc(incarnation, *[raw for raw, _source in pairs])
+    result["events"] = [sourced(raw, source) for raw, source in pairs]
+    return result
+
+
+def test_a_user_event_first_seen_started_is_reported_as_approved_by_the_policy():
+    started = raw_event(status="Started")
+    waiter, _module, _clock = make([(doc_from(2, (started, "User")), 0.1), (doc(3), 2.0)], goal=Goal("completed"))
+    outcome = waiter.run()
+    assert outcome.reached
+    assert outcome.auto_approved == [REBOOT_ID] and outcome.started_before_seen == []
+
+
+def test_a_user_event_seen_scheduled_before_it_started_is_not_an_automatic_approval():
+    steps = [(doc_from(2, (raw_event(), "User")), 0.1), (doc_from(3, (raw_event(status="Started"), "User")), 2.0),
+             (doc(4), 2.0)]
+    waiter, _module, _clock = make(steps, goal=Goal("completed"))
+    outcome = waiter.run()
+    assert outcome.reached and outcome.auto_approved == [] and outcome.started_before_seen == []
+
+
+def test_a_platform_event_first_seen_started_only_started_before_it_was_seen():
+    started = raw_event(status="Started")
+    waiter, _module, _clock = make([(doc_from(2, (started, "Platform")), 0.1), (doc(3), 2.0)],
+                                   goal=Goal("completed"))
+    outcome = waiter.run()
+    assert outcome.auto_approved == [] and outcome.started_before_seen == [REBOOT_ID]
+
+
+def test_an_event_the_play_saw_before_the_wait_is_not_first_seen_by_it():
+    started = raw_event(status="Started")
+    waiter, _module, _clock = make([(doc_from(2, (started, "User")), 0.1), (doc(3), 2.0)],
+                                   goal=Goal("completed"), seen_event_ids=[REBOOT_ID.lower()])
+    outcome = waiter.run()
+    assert outcome.reached and outcome.auto_approved == [] and outcome.started_before_seen == []
