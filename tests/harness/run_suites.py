@@ -178,6 +178,7 @@ CORE_INDEPENDENT_UNITS = (
     "tests/unit/watcher/test_lifecycle.py", "tests/unit/watcher/test_log_reentrancy.py",
     "tests/unit/watcher/test_notify.py", "tests/unit/watcher/test_notify_e2e.py",
     "tests/unit/watcher/test_operations.py", "tests/unit/watcher/test_pid_file.py",
+    "tests/unit/watcher/test_policy_auto_approved.py",
 )
 
 
