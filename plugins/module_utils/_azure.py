@@ -292,6 +292,8 @@ def _check_cloud_url(value):
             problem = "carries credentials, a query or a fragment"
         elif parts.port is not None and not 1 <= parts.port <= 65535:
             problem = "has a port outside 1-65535"
+        elif len(parts.hostname) > 253 or not all(0 < len(label) <= 63 for label in parts.hostname.split(".")):
+            problem = "has a host name that is no DNS name (labels of 1 to 63 characters, 253 in all)"
     except ValueError as exc:
         problem = "is not a valid URL (%s)" % exc
     if problem or any(c.isspace() or ord(c) < 32 or ord(c) >= 127 for c in value):

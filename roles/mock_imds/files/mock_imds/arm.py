@@ -41,7 +41,7 @@ _LOGIN_RE = re.compile(r"\A/login/([A-Za-z0-9._-]{1,64})/(v2\.0/\.well-known/ope
 DEFAULT_QUOTA = {"limit": 15, "window": 5.0, "retry_after": False}
 DEFAULT_TOKEN_LIFETIME = 3600
 DEFAULT_HISTORY = 20000
-ARM_FAULT_KINDS = ("status", "drop", "reset")
+ARM_FAULT_KINDS = ("status", "drop", "reset", "malformed_json")
 
 
 def arm_error(status, code, message, headers=()):
@@ -167,6 +167,9 @@ class ArmEndpoints(object):
             if fault["kind"] == "status":
                 headers = () if fault["retry_after"] is None else (("Retry-After", str(fault["retry_after"])),)
                 response = arm_error(fault["status"], fault["code"], "mock_imds fault %s" % fault["fault_id"], headers)
+            elif fault["kind"] == "malformed_json":
+                # A 200 whose JSON breaks off: what a proxy or a cut connection can hand a client.
+                response = Response(200, b'{"value": [{"id": "/subscriptions/\x00garbled", "properties": {')
             else:
                 response = Response(None, action=fault["kind"])
             return response, fault["kind"]
