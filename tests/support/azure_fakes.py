@@ -80,7 +80,7 @@ class AzureRun:
     @property
     def requests(self):
         """(method, path with query) of every request, the base URL left out."""
-        return [(m, u[len(BASE) - 1:] if u.startswith(BASE) else u) for m, u, _, _ in self.session.sent]
+        return [(m, u[len(BASE) - 1:] if u.startswith(BASE) else u) for m, u, _body, _headers in self.session.sent]
 
     def bodies(self, method):
         return [b for m, _url, b, _headers in self.session.sent if m == method]

@@ -19,7 +19,7 @@ def row(scope, resources, **properties):
 def test_an_event_has_scheduled_event_info_keys_plus_where_it_lives():
     warnings = []
     event = _fleet.event_from_row(row(RG + "virtualMachines/web_0", ["web_0"]), 1, warnings)
-    expected = [key for _, key in _event.EVENT_FIELDS] + [
+    expected = [key for _field, key in _event.EVENT_FIELDS] + [
         "id", "subscription_id", "resource_group", "location", "zones", "scope_id", "virtual_machine_ids"]
     assert list(event) == expected and warnings == []
     assert event["not_before"] == "2022-04-11T22:26:58Z" and event["duration_in_seconds"] == 5

@@ -170,7 +170,7 @@ def test_resource_graph_throttling_waits_for_the_quota_reset_on_the_mocks_clock(
     assert [e["event_id"] for e in result["events"]] == [event]
     # No Retry-After from Resource Graph: the wait is x-ms-user-quota-resets-after's 20 s.
     assert result["_slept"] == [20]
-    assert [r[2] for r in trail(arm) if r[1] == GRAPH.split("?")[0]] == [200, 429, 200]
+    assert [r[2] for r in trail(arm) if r[1] == GRAPH.split("?", maxsplit=1)[0]] == [200, 429, 200]
 
 
 def test_resource_graph_throttling_longer_than_retry_timeout_fails_at_once(arm, clock):

@@ -40,7 +40,7 @@ def test_second_run_changes_nothing():
 def test_check_mode_sends_no_acknowledgement():
     outcome = run_azure_module(approve, {"ids": [event_id("web_0", A)]}, [page([row("web_0", A)])], check_mode=True)
     assert outcome.result["approved"] == [event_id("web_0", A)] and outcome.result["changed"] is True
-    assert [m for m, _ in outcome.requests] == ["GET", "POST"]   # metadata, Resource Graph only
+    assert [m for m, _path in outcome.requests] == ["GET", "POST"]   # metadata, Resource Graph only
 
 
 def test_unknown_id_fails_naming_it_before_any_acknowledgement():

@@ -43,14 +43,14 @@ def test_changes_only_what_is_given_and_writes_the_whole_policy_once():
 
 def test_nothing_to_change_writes_nothing():
     outcome = run({"auto_approve_user_redeploy": True}, [vm(CURRENT)])
-    assert outcome.result["changed"] is False and [m for m, _ in outcome.requests] == ["GET", "GET"]
+    assert outcome.result["changed"] is False and [m for m, _path in outcome.requests] == ["GET", "GET"]
 
 
 def test_check_mode_reports_the_change_and_writes_nothing():
     outcome = run({"auto_approve_all_instances_down": False}, [vm(CURRENT)], check_mode=True)
     assert outcome.result["changed"] is True
     assert outcome.result["policy"]["allInstancesDown"] == {"automaticallyApprove": False}
-    assert [m for m, _ in outcome.requests] == ["GET", "GET"]
+    assert [m for m, _path in outcome.requests] == ["GET", "GET"]
 
 
 @pytest.mark.parametrize("key, kind, option", [
@@ -60,7 +60,7 @@ def test_a_vm_in_a_set_is_refused_naming_its_set(key, kind, option):
     owner = "/subscriptions/%s/resourceGroups/rg/providers/Microsoft.Compute/x/set-1" % SUB
     outcome = run({"auto_approve_user_reboot": True}, [vm(CURRENT, **{key: {"id": owner}})])
     assert outcome.failed and kind in outcome.result["msg"] and "set-1" in outcome.result["msg"]
-    assert option in outcome.result["msg"] and "PATCH" not in [m for m, _ in outcome.requests]
+    assert option in outcome.result["msg"] and "PATCH" not in [m for m, _path in outcome.requests]
 
 
 def test_missing_feature_flag_is_named():
@@ -78,7 +78,7 @@ def test_scale_sets_and_availability_sets_use_their_paths():
     outcome = run({"resource_type": "availability_set", "auto_approve_user_reboot": True},
                   [reply(200, {"id": "x", "properties": {}}), reply(200, {"id": "x", "properties": {}})])
     assert not outcome.failed, outcome.result
-    assert all("/availabilitySets/web_0?" in path for _, path in outcome.requests[1:])
+    assert all("/availabilitySets/web_0?" in path for _method, path in outcome.requests[1:])
 
 
 @pytest.mark.parametrize("args, words", [
