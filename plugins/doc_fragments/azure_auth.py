@@ -54,8 +54,9 @@ options:
       - A cloud name (V(AzureCloud), V(AzureChinaCloud) or V(AzureUSGovernment)) or the https URL of a
         Resource Manager endpoint. Falls back to E(AZURE_CLOUD_ENVIRONMENT), then V(AzureCloud).
       - For a URL, the modules read C(<url>/metadata/endpoints?api-version=2022-09-01) and sign in at
-        its C(authentication.loginEndpoint) for its first audience, with MSAL's instance discovery
-        off. A private CA (a test mock) is trusted through E(REQUESTS_CA_BUNDLE).
+        its C(authentication.loginEndpoint) for its first audience (token scope C(<audience>/.default),
+        as Azure CLI builds it), with MSAL's instance discovery off. A private CA (a test mock) is
+        trusted through E(REQUESTS_CA_BUNDLE).
     type: str
   request_timeout:
     description:

@@ -268,7 +268,10 @@ class Cloud:
         self.name = name
         self.resource_manager = resource_manager.rstrip("/") + "/"
         self.authority = authority
-        self.scope = audience.rstrip("/") + "/.default"
+        # The audience as the cloud names it, then /.default, as Azure CLI builds it (resource_to_scopes):
+        # an audience with a trailing slash (https://management.core.windows.net/) gives a double slash,
+        # which is how Microsoft identity platform spells the scope of such a resource.
+        self.scope = audience + "/.default"
         self.instance_discovery = instance_discovery
         self.cloud_setting = cloud_setting
 

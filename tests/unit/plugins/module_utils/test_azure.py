@@ -81,7 +81,7 @@ def test_cloud_url_reads_metadata_and_turns_instance_discovery_off(monkeypatch, 
     cloud = _azure.resolve_cloud(BASE, transport=RequestsTransport(session=session))
     assert session.sent[0][1] == BASE + "metadata/endpoints?api-version=2022-09-01"
     assert (cloud.resource_manager, cloud.authority, cloud.scope, cloud.instance_discovery) == (
-        BASE, BASE + "login", BASE.rstrip("/") + "/.default", False)
+        BASE, BASE + "login", BASE + "/.default", False)  # audience BASE ends in /: scope <audience>/.default
     made = {}
     monkeypatch.setattr(_azure, "ClientSecretCredential", lambda *a, **k: made.update(args=a, kwargs=k))
     _azure.credential_for({"kind": "client_secret", "tenant": "t", "client_id": "c", "secret": "s"}, cloud)
