@@ -174,7 +174,7 @@ CORE_INDEPENDENT_UNITS = (
     "tests/unit/watcher/test_daemon.py", "tests/unit/watcher/test_decisions.py", "tests/unit/watcher/test_e2e_mock.py",
     "tests/unit/watcher/test_handlers.py", "tests/unit/watcher/test_hardening_config.py",
     "tests/unit/watcher/test_hardening_files.py", "tests/unit/watcher/test_hardening_loop.py",
-    "tests/unit/watcher/test_hardening_metrics_port.py", "tests/unit/watcher/test_hardening_processes.py",
+    "tests/unit/watcher/test_hardening_metrics_port.py", "tests/unit/watcher/test_install_files.py", "tests/unit/watcher/test_hardening_processes.py",
     "tests/unit/watcher/test_lifecycle.py", "tests/unit/watcher/test_log_reentrancy.py",
     "tests/unit/watcher/test_notify.py", "tests/unit/watcher/test_notify_e2e.py",
     "tests/unit/watcher/test_operations.py", "tests/unit/watcher/test_pid_file.py",
