@@ -195,7 +195,7 @@ def main():
         print()
 
         seq = 0
-        _, seq = audit_since(mock, seq)
+        _skipped, seq = audit_since(mock, seq)
         listing = Run(launcher, "fleet_event_info", dict(auth, subscriptions=list(SUBSCRIPTIONS)), env)
         list_requests, seq = audit_since(mock, seq)
         events = listing.result["events"]
@@ -212,7 +212,7 @@ def main():
         approved = approving.result["approved"]
 
         empty = Run(launcher, "fleet_event_info", dict(auth, subscriptions=[EMPTY_SUBSCRIPTION]), env)
-        _, seq = audit_since(mock, seq)
+        _skipped, seq = audit_since(mock, seq)
 
         # The baseline: VM by VM through IMDS, on a sample spread over the fleet.
         sample = [vms[int(i * len(vms) / opts.sample)] for i in range(opts.sample)]

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: fleet_event_approve
 short_description: Approve Scheduled Events from outside the VMs, through Azure Resource Manager (preview)
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Acknowledges (approves, starts now) scheduled events by their ARM ids, as
     M(azure_imds.scheduled_events.fleet_event_info) returns them, through the Maintenance Resource

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: fleet_event_info
 short_description: List the Scheduled Events of a whole fleet from Azure Resource Graph (preview)
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reads Scheduled Events of every VM of one or more subscriptions from Azure Resource Graph (the
     table C(maintenanceresources), rows of type C(microsoft.maintenance/scheduledevents)), without a

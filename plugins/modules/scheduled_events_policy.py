@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: scheduled_events_policy
 short_description: Read and set the Scheduled Events Policy of a VM, scale set or availability set (preview)
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reads the C(scheduledEventsPolicy) of a virtual machine, a virtual machine scale set or an
     availability set through Azure Resource Manager and changes the parts given. The VMs of a set

@@ -126,7 +126,11 @@ def test_ansible_builder_introspects_the_installed_collection(installed, galaxy)
     assert rc == 0, output
     found = yaml.safe_load(output)
     fqcn = "%s.%s" % (galaxy["namespace"], galaxy["name"])
-    assert found["python"] == ["jmespath  # from collection %s" % fqcn]
+    # Every library of meta/ee-requirements.txt, in its order, each attributed to the collection.
+    with open(os.path.join(ROOT, "meta", "ee-requirements.txt"), encoding="utf-8") as handle:
+        libraries = [line.strip() for line in handle if line.strip() and not line.startswith("#")]
+    assert "jmespath" in libraries and "azure-identity" in libraries, libraries
+    assert found["python"] == ["%s  # from collection %s" % (library, fqcn) for library in libraries]
     assert found["system"] == []
 
 
