@@ -72,3 +72,25 @@ def test_platform_event_first_seen_started_only_started_before_it_was_seen(tmp_p
     assert "started before it was seen, no drain was possible" in line[0]
     assert "Scheduled Events Policy" not in out
     assert counted(textfile, "Reboot") == 0
+
+
+def test_the_mocks_policy_publishes_a_user_reboot_started_and_the_watcher_says_so(tmp_path):
+    """The same report when the event comes from the mock's Scheduled Events Policy (the fleet's
+    availability set auto-approves user reboots), not from an event added Started: the user's
+    Reboot is asked for like any other and IMDS never shows it Scheduled."""
+    policy = {"userInitiatedReboot": {"automaticallyApprove": True}}
+    fleet = {"default_vm": FLEET["default_vm"],
+             "groups": [dict(FLEET["groups"][0], scheduled_events_policy=policy)]}
+    with start_mock(fleet=fleet, rate_limit=False) as handle:
+        textfile = tmp_path / "watcher.prom"
+        vm = Vm(tmp_path, handle, metrics_textfile=str(textfile))
+        eid = vm.event(event_type="Reboot", resources=["web_0"], event_source="User")
+        assert vm.status_of(eid) == "Started"
+        out = vm.once()
+        lines = [line for line in out.splitlines() if POLICY_WORDS in line]
+        assert len(lines) == 1 and eid in lines[0], out
+        assert counted(textfile, "Reboot") == 1
+        assert vm.approvals() == []
+        # The mock's own record: the policy, not an approval, started it.
+        causes = [t["cause"] for t in handle.control("GET", "audit")["transitions"] if t["event_id"] == eid]
+        assert causes == ["policy"], causes
