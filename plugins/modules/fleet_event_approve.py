@@ -91,7 +91,7 @@ already:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _azure, _fleet
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _arm, _azure, _fleet
 
 
 def argument_spec():
@@ -155,7 +155,7 @@ def approve(module, session):
 
 def main(runtime=None):
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    _azure.run(module, approve, runtime, check=check)
+    _arm.run(module, approve, runtime, check=check)
 
 
 if __name__ == "__main__":

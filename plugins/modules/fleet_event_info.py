@@ -136,7 +136,7 @@ query:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _azure, _defaults, _fleet
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _arm, _azure, _defaults, _fleet
 
 
 def argument_spec():
@@ -185,7 +185,7 @@ def read(module, session):
 
 def main(runtime=None):
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    _azure.run(module, read, runtime, check=check)
+    _arm.run(module, read, runtime, check=check)
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ import copy
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _azure
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _arm, _azure
 
 KINDS = {
     "virtual_machine": ("virtual_machines", "virtualMachines"),
@@ -231,7 +231,7 @@ def apply(module, session):
 
 def main(runtime=None):
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    _azure.run(module, apply, runtime, check=check)
+    _arm.run(module, apply, runtime, check=check)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from ansible.module_utils.testing import patch_module_args
 from azure.core.credentials import AccessToken
 from azure.core.pipeline.transport import RequestsTransport
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _azure
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _arm
 from ansible_collections.azure_imds.scheduled_events.tests.support.fakes import FakeClock
 from ansible_collections.azure_imds.scheduled_events.tests.support.module_harness import (
     ModuleExit, _exit_json, _fail_json)
@@ -103,9 +103,9 @@ def run_azure_module(module, args, answers=(), check_mode=False, diff=False, env
     environ = {"AZURE_CLIENT_ID": "app", "AZURE_SECRET": "s3cret", "AZURE_TENANT": "tenant-1",
                "AZURE_SUBSCRIPTION_ID": SUB} if environ is None else environ
     session = ScriptedSession(answers)
-    runtime = _azure.Runtime(environ=environ, home=home, transport=RequestsTransport(session=session),
-                             credential=FakeCredential(), clock=clock, sleep=clock.sleep,
-                             wall_clock=lambda: 1649714400.0, rng=lambda: 1.0)
+    runtime = _arm.Runtime(environ=environ, home=home, transport=RequestsTransport(session=session),
+                           credential=FakeCredential(), clock=clock, sleep=clock.sleep,
+                           wall_clock=lambda: 1649714400.0, rng=lambda: 1.0)
     warnings = []
     with patch_module_args(args), \
             mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \

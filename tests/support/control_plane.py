@@ -12,7 +12,7 @@ from unittest import mock
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _azure
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _arm
 from ansible_collections.azure_imds.scheduled_events.tests.support.module_harness import (
     ModuleExit, _exit_json, _fail_json)
 
@@ -73,8 +73,8 @@ def run_live(module, args, handle, clock, environ=None, check_mode=False, diff=F
     def sleep(seconds):
         slept.append(seconds)
         clock.tick(seconds)
-    runtime = _azure.Runtime(environ=environ, home="/nonexistent", clock=clock, sleep=sleep,
-                             wall_clock=clock, rng=lambda: 1.0)
+    runtime = _arm.Runtime(environ=environ, home="/nonexistent", clock=clock, sleep=sleep,
+                           wall_clock=clock, rng=lambda: 1.0)
     with patch_module_args(args), \
             mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
             mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json):

@@ -75,10 +75,14 @@ def test_first_call_delay_answers_with_the_state_after_the_delay(start):
 def test_slow_delays_every_answer(start):
     mock, client = start()
     mock.add_fault(kind="slow", delay=0.02, count=2)
-    for expected_slow in (True, True, False):
+    for _attempt in range(2):
         began = time.monotonic()
         assert client.get().status == 200
-        assert (time.monotonic() - began >= 0.02) == expected_slow
+        assert time.monotonic() - began >= 0.02
+    # Spent after two answers, so the third is not delayed: the mock's record says so, not a stopwatch
+    # (on a busy machine any answer can take 0.02 s).
+    assert mock.state.snapshot()["faults"] == []
+    assert client.get().status == 200
 
 
 def test_slow_combines_with_a_status_fault(start):

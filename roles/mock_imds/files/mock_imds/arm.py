@@ -4,7 +4,8 @@
 """The control-plane face: Resource Manager routes, sign-in, Resource Graph, the policy, acknowledge.
 
 A mixin of MockState, like ImdsEndpoints: one lock, one fleet, one clock, one set of events, so
-IMDS and Resource Graph are two views of the same event. Its control calls live in arm_control."""
+IMDS and Resource Graph are two views of the same event. Its sign-in (tokens, grants) lives in
+identity.py and its control calls in arm_control.py, two more mixins of MockState."""
 
 from __future__ import print_function
 
@@ -12,11 +13,10 @@ import base64
 import collections
 import json
 import re
-import secrets
 import zlib
 from urllib.parse import parse_qsl, unquote
 
-from .checks import MockError, _check_keys, _number, _string
+from .checks import MockError
 from .clock import iso_utc
 from .graph import ROW_TYPE, Query, QueryError, table
 from .imds import Response
@@ -232,111 +232,6 @@ class ArmEndpoints(object):
             ("activeDirectoryDataLake", base + "/"), ("sqlManagement", base + "/"), ("gallery", base + "/")))
         return Response(200, _json_bytes(doc))
 
-    # -- sign-in ------------------------------------------------------------------------------------
-
-    def _login(self, method, tenant, what, headers, body):
-        base = "%s/login/%s" % (self.arm_base_url, tenant)
-        if what.startswith("v2.0"):
-            if method != "GET":
-                return Response(405, _json_bytes({"error": "invalid_request"}))
-            return Response(200, _json_bytes(collections.OrderedDict((
-                ("token_endpoint", base + "/oauth2/v2.0/token"),
-                ("token_endpoint_auth_methods_supported", ["client_secret_post", "private_key_jwt",
-                                                           "client_secret_basic"]),
-                ("jwks_uri", base + "/discovery/v2.0/keys"), ("response_modes_supported", ["query", "fragment", "form_post"]),
-                ("subject_types_supported", ["pairwise"]), ("id_token_signing_alg_values_supported", ["RS256"]),
-                ("response_types_supported", ["code", "id_token", "code id_token", "id_token token"]),
-                ("scopes_supported", ["openid", "profile", "email", "offline_access"]),
-                ("issuer", base + "/v2.0"), ("request_uri_parameter_supported", False),
-                ("authorization_endpoint", base + "/oauth2/v2.0/authorize"),
-                ("device_authorization_endpoint", base + "/oauth2/v2.0/devicecode"),
-                ("end_session_endpoint", base + "/oauth2/v2.0/logout"), ("tenant_region_scope", "EU"),
-                ("cloud_instance_name", "mock_imds"), ("cloud_graph_host_name", "localhost")))))
-        if method != "POST":
-            return Response(405, _json_bytes({"error": "invalid_request"}))
-        form = dict(parse_qsl(body.decode("utf-8", "replace")))
-
-        def refuse(status, error, code, text):
-            return Response(status, _json_bytes(collections.OrderedDict((
-                ("error", error), ("error_description", "%s: %s" % (code, text)), ("error_codes", [int(code[6:])]),
-                ("timestamp", iso_utc(self._wallclock())), ("trace_id", "00000000-0000-0000-0000-000000000000"),
-                ("correlation_id", "00000000-0000-0000-0000-000000000000")))))
-        if form.get("grant_type") != "client_credentials":
-            return refuse(400, "unsupported_grant_type", "AADSTS70003",
-                          "The app requested an unsupported grant type; mock_imds serves client_credentials")
-        client = form.get("client_id", "")
-        sp = self._principals.get(client.lower())
-        if sp is None or sp["tenant"].lower() != tenant.lower():
-            return refuse(400, "unauthorized_client", "AADSTS700016", "Application with identifier '%s' was not "
-                          "found in the directory '%s'." % (client[:100], tenant))
-        if not secrets.compare_digest(form.get("client_secret", ""), sp["secret"]):
-            return refuse(401, "invalid_client", "AADSTS7000215", "Invalid client secret provided. Ensure the "
-                          "secret being sent in the request is the client secret value, not the client secret ID, "
-                          "for a secret added to app '%s'." % sp["client_id"])
-        scope = form.get("scope", "")
-        if not self._audience_ok(scope.split(" ")[0].rsplit("/.default", 1)[0]):
-            return refuse(400, "invalid_resource", "AADSTS500011", "The resource principal named %s was not found "
-                          "in the tenant named %s." % (scope[:200], tenant))
-        return Response(200, _json_bytes(self._issue(sp["client_id"])))
-
-    def _audience_ok(self, resource):
-        return resource.rstrip("/") == self.arm_base_url and bool(self.arm_base_url)
-
-    def _issue(self, principal):
-        token = "mock." + secrets.token_urlsafe(24)
-        if len(self._tokens) > 100000:
-            now = self._now()
-            self._tokens = dict((t, v) for t, v in self._tokens.items() if v[1] > now)
-        self._tokens[token] = (principal, self._now() + self._token_lifetime)
-        return collections.OrderedDict((("token_type", "Bearer"), ("expires_in", self._token_lifetime),
-                                        ("ext_expires_in", self._token_lifetime), ("access_token", token)))
-
-    def identity_token(self, vm, params):
-        """The managed-identity token path of IMDS (/metadata/identity/oauth2/token), lock held."""
-        if params.get("api-version") not in IDENTITY_VERSIONS:
-            return Response(400, _json_bytes({"error": "invalid_request",
-                                              "error_description": "Required query variable 'api-version' is "
-                                              "missing or not one of %s" % ", ".join(IDENTITY_VERSIONS)}))
-        resource = params.get("resource", "")
-        if not self._audience_ok(resource):
-            return Response(400, _json_bytes({"error": "invalid_resource", "error_description":
-                                              "AADSTS500011: The resource principal named %s was not found in "
-                                              "the tenant." % resource[:200]}))
-        issued = self._issue("%s-identity" % vm)
-        now = int(self._now())
-        return Response(200, _json_bytes(collections.OrderedDict((
-            ("access_token", issued["access_token"]), ("client_id", "%s-identity" % vm),
-            ("expires_in", str(self._token_lifetime)), ("expires_on", str(now + self._token_lifetime)),
-            ("ext_expires_in", str(self._token_lifetime)), ("not_before", str(now)), ("resource", resource),
-            ("token_type", "Bearer")))))
-
-    def _bearer(self, headers):
-        value = headers.get("Authorization") or ""
-        if not value.lower().startswith("bearer "):
-            return arm_error(401, "AuthenticationFailed", "Authentication failed. The 'Authorization' header is "
-                             "missing.")
-        found = self._tokens.get(value[7:].strip())
-        if found is None:
-            return arm_error(401, "InvalidAuthenticationToken", "The access token is invalid.")
-        if found[1] <= self._now():
-            challenge = ('Bearer authorization_uri="%s/login/", error="invalid_token", error_description="The '
-                         'access token has expired."' % self.arm_base_url)
-            return arm_error(401, "ExpiredAuthenticationToken", "The access token expiry UTC time '%s' is earlier "
-                             "than current UTC time '%s'." % (iso_utc(found[1]), iso_utc(self._now())),
-                             (("WWW-Authenticate", challenge),))
-        return found[0]
-
-    def _roles(self, principal, scope):
-        scope = scope.lower()
-        return set(role for who, role, where in self._grants
-                   if who == principal.lower() and (scope == where or scope.startswith(where.rstrip("/") + "/")))
-
-    def _forbidden(self, principal, action, scope):
-        return arm_error(403, "AuthorizationFailed", "The client '%s' with object id '%s' does not have "
-                         "authorization to perform action '%s' over scope '%s' or the scope is invalid. If access "
-                         "was recently granted, please refresh your credentials."
-                         % (principal, principal, action, scope))
-
     # -- Resource Graph ------------------------------------------------------------------------------
 
     def _graph(self, who, params, body):
@@ -536,138 +431,3 @@ class ArmEndpoints(object):
             doc["zones"] = zones
         doc["properties"] = props
         return doc
-
-    # -- control ---------------------------------------------------------------------------------
-
-    def arm_control(self, method, parts, doc):
-        """/_mock/arm/...: principals, grants, features, config, tokens/expire, throttle, faults."""
-        with self._lock:
-            route = "/".join(parts)
-            if route == "" and method == "GET":
-                return 200, self._arm_view()
-            if route == "principals" and method == "POST":
-                _check_keys(doc, ("client_id", "secret", "tenant"), "arm/principals body")
-                client = _string(doc.get("client_id"), "client_id", maximum=128)
-                secret = _string(doc.get("secret"), "secret", maximum=256)
-                tenant = doc.get("tenant", "common")
-                if not isinstance(tenant, str) or not re.match(r"\A[A-Za-z0-9._-]{1,64}\Z", tenant):
-                    raise MockError("tenant must be a tenant id or domain (letters, digits, '.', '_', '-'), got %r"
-                                    % (tenant,))
-                self._principals[client.lower()] = {"client_id": client, "secret": secret, "tenant": tenant}
-                return 201, {"client_id": client, "tenant": tenant}
-            if route == "grants" and method == "POST":
-                _check_keys(doc, ("principal", "role", "scope"), "arm/grants body")
-                principal = _string(doc.get("principal"), "principal", maximum=128)
-                role = _string(doc.get("role"), "role (e.g. ScheduledEventContributor, Reader)", maximum=64)
-                scope = _string(doc.get("scope"), "scope", maximum=1024)
-                if not re.match(r"\A/subscriptions/[0-9a-fA-F-]{36}(/resourceGroups/[^/]+(/providers/[^/]+/[^/]+/[^/]+)?)?/?\Z",
-                                scope):
-                    raise MockError("scope must be /subscriptions/GUID, optionally with /resourceGroups/NAME and "
-                                    "/providers/Microsoft.Compute/TYPE/NAME, got %r" % scope[:200])
-                self._grants.append((principal.lower(), role.lower(), scope.lower().rstrip("/")))
-                return 201, {"principal": principal, "role": role, "scope": scope}
-            if route == "grants" and method == "DELETE":
-                removed, self._grants = len(self._grants), []
-                return 200, {"removed": removed}
-            if route == "features" and method == "POST":
-                _check_keys(doc, ("subscription_id", "feature", "registered"), "arm/features body")
-                sub = _string(doc.get("subscription_id"), "subscription_id", maximum=64).lower()
-                feature = _string(doc.get("feature", FEATURE), "feature", maximum=128)
-                registered = doc.get("registered")
-                if not isinstance(registered, bool):
-                    raise MockError("registered must be true or false, got %r" % (registered,))
-                (self._unregistered.discard if registered else self._unregistered.add)((sub, feature.lower()))
-                return 200, {"subscription_id": sub, "feature": feature, "registered": registered}
-            if route == "config" and method == "POST":
-                return 200, self._arm_configure(doc)
-            if route == "tokens/expire" and method == "POST":
-                _check_keys(doc, (), "arm/tokens/expire body")
-                now = self._now()
-                self._tokens = dict((t, (p, min(e, now))) for t, (p, e) in self._tokens.items())
-                return 200, {"expired": len(self._tokens)}
-            if route == "throttle" and method == "POST":
-                _check_keys(doc, ("count", "retry_after"), "arm/throttle body")
-                count = _number(doc.get("count"), "count", minimum=0, maximum=10 ** 6, integer=True)
-                after = _number(doc.get("retry_after", 1), "retry_after", minimum=0, maximum=3600, integer=True)
-                self._throttle = [count, after]
-                return 200, {"count": count, "retry_after": after}
-            if route == "faults" and method == "POST":
-                return 201, self._arm_add_fault(doc)
-            if route == "faults" and method == "DELETE":
-                removed, self._arm_faults = len(self._arm_faults), []
-                return 200, {"removed": removed}
-            raise MockError("no control call %s /_mock/arm/%s; see docs/docsite/rst/mock_imds.rst" % (method, route),
-                            404)
-
-    def _arm_configure(self, doc):
-        _check_keys(doc, ("token_lifetime", "graph_quota", "graph_window", "graph_retry_after", "history_limit"),
-                    "arm/config body")
-        values = {}
-        if "token_lifetime" in doc:
-            values["_token_lifetime"] = _number(doc["token_lifetime"], "token_lifetime", minimum=1, maximum=86400,
-                                                integer=True)
-        quota = dict(self._quota)
-        if "graph_quota" in doc:
-            quota["limit"] = _number(doc["graph_quota"], "graph_quota", minimum=1, maximum=10 ** 6, integer=True)
-        if "graph_window" in doc:
-            quota["window"] = _number(doc["graph_window"], "graph_window", minimum=1, maximum=86400)
-        if "graph_retry_after" in doc:
-            if not isinstance(doc["graph_retry_after"], bool):
-                raise MockError("graph_retry_after must be true or false, got %r" % (doc["graph_retry_after"],))
-            quota["retry_after"] = doc["graph_retry_after"]
-        if "history_limit" in doc:
-            values["_history_limit"] = _number(doc["history_limit"], "history_limit", minimum=0, maximum=10 ** 6,
-                                               integer=True)
-        values["_quota"] = quota
-        for name, value in values.items():
-            setattr(self, name, value)
-        return self._arm_view()
-
-    def _arm_add_fault(self, doc):
-        _check_keys(doc, ("kind", "status", "code", "count", "paths", "methods", "retry_after"), "arm fault")
-        kind = doc.get("kind")
-        if kind not in ARM_FAULT_KINDS:
-            raise MockError("arm fault kind must be one of %s, got %r" % (", ".join(ARM_FAULT_KINDS), kind))
-        status = None
-        if kind == "status":
-            status = _number(doc.get("status"), "arm fault status", minimum=400, maximum=599, integer=True)
-        elif "status" in doc:
-            raise MockError("status only applies to status faults")
-        count = doc.get("count")
-        count = None if count is None else _number(count, "arm fault count", minimum=1, maximum=10 ** 9, integer=True)
-        paths = doc.get("paths") or []
-        if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/") and len(p) < 1024
-                                                  for p in paths):
-            raise MockError("arm fault paths must be a list of path prefixes starting with /")
-        methods = doc.get("methods") or []
-        if not isinstance(methods, list) or not all(m in ("GET", "POST", "PUT", "PATCH", "DELETE") for m in methods):
-            raise MockError("arm fault methods must be a list of GET, POST, PUT, PATCH, DELETE")
-        after = doc.get("retry_after")
-        after = None if after is None else _number(after, "arm fault retry_after", minimum=0, maximum=3600,
-                                                   integer=True)
-        code = _string(doc.get("code", "ServiceUnavailable" if status != 429 else "TooManyRequests"),
-                       "arm fault code", maximum=64)
-        fault = {"fault_id": "A%d" % (len(self._arm_faults) + 1), "kind": kind, "status": status, "code": code,
-                 "count": count, "paths": paths, "methods": methods, "retry_after": after, "hits": 0}
-        self._arm_faults.append(fault)
-        return dict(fault)
-
-    def _arm_view(self):
-        return collections.OrderedDict((
-            ("url", self.arm_base_url or None),
-            ("principals", [{"client_id": p["client_id"], "tenant": p["tenant"]} for p in self._principals.values()]),
-            ("grants", [{"principal": p, "role": r, "scope": s} for p, r, s in self._grants]),
-            ("unregistered_features", [{"subscription_id": s, "feature": f} for s, f in sorted(self._unregistered)]),
-            ("token_lifetime", self._token_lifetime),
-            ("graph_quota", self._quota["limit"]), ("graph_window", self._quota["window"]),
-            ("graph_retry_after", self._quota["retry_after"]),
-            ("throttle", {"count": self._throttle[0], "retry_after": self._throttle[1]}),
-            ("faults", [dict(f) for f in self._arm_faults]),
-            ("history_limit", self._history_limit), ("history_forgotten", self._forgotten),
-            ("policies", dict((k, v) for k, v in self._policies.items() if v is not None)),
-        ))
-
-    def arm_audit(self, since):
-        return [collections.OrderedDict((("seq", s), ("time", iso_utc(t)), ("sim_time", iso_utc(st)), ("method", m),
-                                         ("path", p), ("status", code), ("principal", who), ("fault", f)))
-                for s, t, st, m, p, code, who, f in self._arm_requests if s > since]

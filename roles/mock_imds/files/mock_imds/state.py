@@ -16,6 +16,8 @@ from .events import Event, normalize_event_spec
 from .faults import make_fault
 from .fleet import Fleet
 from .arm import ArmEndpoints
+from .arm_control import ArmControl
+from .identity import IdentityEndpoints
 from .imds import ImdsEndpoints
 from .rules import (
     APPROVAL_MODES,
@@ -49,7 +51,7 @@ SERVICE_BOUNDS = {"service_enable_delay": (0, 600), "service_first_call_delay": 
                   "service_idle_disable": (1, MAX_SECONDS)}
 
 
-class MockState(ImdsEndpoints, ArmEndpoints):
+class MockState(ImdsEndpoints, ArmEndpoints, IdentityEndpoints, ArmControl):
     """Everything the mock knows, behind one lock. Lifecycle transitions are computed lazily from
     the clock whenever state is touched, so advancing simulated time is instant.
 

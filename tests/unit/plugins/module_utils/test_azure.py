@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from ansible_collections.azure_imds.scheduled_events.plugins.doc_fragments.azure_auth import ModuleDocFragment
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _azure
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _arm, _azure
 from ansible_collections.azure_imds.scheduled_events.plugins.modules import fleet_event_info
 from ansible_collections.azure_imds.scheduled_events.tests.support.azure_fakes import (
     BASE, METADATA, SUB, SUB2, ScriptedSession, reply, run_azure_module)
@@ -103,5 +103,5 @@ def test_bad_numbers_are_refused_naming_the_option(label, value):
 
 
 def test_quota_reset_header_is_read_as_seconds():
-    assert _azure.parse_quota_resets_after("00:01:05") == 65
-    assert _azure.parse_quota_resets_after("soon") is None
+    assert _arm.parse_quota_resets_after("00:01:05") == 65
+    assert _arm.parse_quota_resets_after("soon") is None

@@ -8,7 +8,7 @@ sleeps on it, nothing waits for real seconds. The playbook runs are in tests/uni
 
 import pytest
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _azure
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _arm, _azure
 from ansible_collections.azure_imds.scheduled_events.plugins.modules import (
     fleet_event_approve, fleet_event_info, scheduled_events_policy)
 from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import (
@@ -113,15 +113,15 @@ def test_without_a_cloud_setting_the_endpoints_are_azures_own(monkeypatch):
     monkeypatch.delenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", raising=False)
     params = dict((k, None) for k in _azure.azure_argument_spec())
     params.update(auth_source="auto", request_timeout=60.0, retry_timeout=120.0)
-    session = _azure.Session(params, environ=dict(AWX_ENV), home="/nonexistent")
+    session = _arm.Session(params, environ=dict(AWX_ENV), home="/nonexistent")
     assert (session.cloud.resource_manager, session.cloud.authority, session.cloud.scope,
             session.cloud.instance_discovery) == ("https://management.azure.com/", "https://login.microsoftonline.com",
                                                   "https://management.azure.com/.default", True)
     assert session.graph()._client._base_url == "https://management.azure.com/"
     assert session.compute(SUB1)._config.base_url == "https://management.azure.com/"
     assert session.credential._authority == "https://login.microsoftonline.com"
-    msi = _azure.Session(dict(params, auth_source="msi"), environ={"AZURE_SUBSCRIPTION_ID": SUB1},
-                         home="/nonexistent")
+    msi = _arm.Session(dict(params, auth_source="msi"), environ={"AZURE_SUBSCRIPTION_ID": SUB1},
+                       home="/nonexistent")
     assert type(msi.credential).__name__ == "ManagedIdentityCredential"
     from azure.identity._credentials.imds import _get_request  # the IMDS request it would send
     assert _get_request(msi.cloud.scope, {}).url.startswith("http://169.254.169.254/metadata/identity/oauth2/token")
