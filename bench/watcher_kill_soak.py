@@ -363,10 +363,12 @@ class Soak(object):
         env = dict(os.environ)
         env.pop("JOURNAL_STREAM", None)
         env["SOAK_GEN"] = str(len(self.gens) - 1)
+        if self.args.daemon:
+            env["PYTHONPATH"] = os.path.abspath(self.args.daemon)
         pid = self.daemon.pid
         self.rivals += 1
         try:
-            done = subprocess.run([sys.executable, self.args.daemon] + command + ["--config", self.config],
+            done = subprocess.run(daemon_command(self.args.daemon) + command + ["--config", self.config],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   env=env, timeout=60, check=False)
         except subprocess.TimeoutExpired:
