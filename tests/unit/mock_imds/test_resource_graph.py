@@ -116,3 +116,37 @@ def test_ten_thousand_events_across_three_subscriptions_page_through(clock, tmp_
         assert seen == 10000
     finally:
         handle.stop()
+
+
+# The two queries of Microsoft's page "Scheduled Events in Azure Resource Graph" (section "Querying
+# Azure Resource Graph to View VM Events"), as written there.
+MICROSOFT_ALL = '''
+maintenanceresources
+| where type == "microsoft.maintenance/scheduledevents"
+'''
+MICROSOFT_COLUMNS = (
+    '\nMaintenanceresources\n'
+    '| where type == "microsoft.maintenance/scheduledevents"\n'
+    '| sort by tostring(properties.EventStatus), tostring(properties.EventId) asc\n'
+    '| project resourceGroup, zones, properties.EventStatus, properties.NotBefore, properties.Resources, '
+    'properties.EventId, properties.TargetResourceId, properties.EventType, properties.Description\n')
+
+
+def test_microsofts_documented_queries_run_as_written(arm_mock):
+    _grant_both(arm_mock)
+    ids = [arm_mock.control("POST", "events", {"event_type": "Reboot", "resources": [vm]})["event_id"]
+           for vm in ("web0", "db0", "api0")]
+    arm_mock.control("POST", "events/%s/start" % ids[1])
+    bearer = token(arm_mock)
+    status, _headers, doc = graph_query(arm_mock, bearer, query=MICROSOFT_ALL)
+    assert status == 200 and sorted(r["name"] for r in doc["data"]) == sorted(ids)
+    status, _headers, doc = graph_query(arm_mock, bearer, query=MICROSOFT_COLUMNS)
+    assert status == 200, doc
+    rows = doc["data"]
+    assert set(rows[0]) == {"resourceGroup", "zones", "properties_EventStatus", "properties_NotBefore",
+                            "properties_Resources", "properties_EventId", "properties_TargetResourceId",
+                            "properties_EventType", "properties_Description"}
+    # EventStatus descending (Kusto's default), then EventId ascending.
+    keys = [(r["properties_EventStatus"], r["properties_EventId"]) for r in rows]
+    assert [k[0] for k in keys] == ["Started", "Scheduled", "Scheduled"]
+    assert keys[1][1] < keys[2][1]

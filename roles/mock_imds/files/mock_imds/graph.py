@@ -6,9 +6,12 @@
 Understood: the table `maintenanceresources` (any case), then any of
 `where COND [and COND ...]` with COND `FIELD OP 'value'` or `FIELD OP ('a', 'b')`, OP one of
 == != =~ !~ in in~ !in !in~ (FIELD a column or properties.NAME, optionally inside tostring() or
-tolower()), `extend NAME = tostring(FIELD)`, `project F[, NAME = FIELD ...]`, `order by`/`sort by F
-[asc|desc]`, `take N`/`limit N`. Strings are single- or double-quoted. Anything else is a 400 naming
-the part the mock does not understand."""
+tolower()), `extend NAME = tostring(FIELD)`, `project F[, NAME = FIELD ...]` (an unnamed
+properties.X is the column properties_X, as Kusto names it), `order by`/`sort by KEY[, KEY ...]` with
+KEY a FIELD or tostring()/tolower() of one and `asc` or `desc` (desc when left out, as in Kusto),
+`take N`/`limit N`: so both queries Microsoft's Resource Graph page for scheduled events shows.
+Strings are single- or double-quoted. Anything else is a 400 naming the part the mock does not
+understand."""
 
 from __future__ import print_function
 
@@ -26,7 +29,9 @@ _COND_RE = re.compile(r"\A\s*(?:(tostring|tolower)\(\s*(%s)\s*\)|(%s))\s*(==|!=|
                       % (_FIELD, _FIELD, _STRING, _STRING))
 _EXTEND_RE = re.compile(r"\A([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?:(tostring|tolower)\(\s*(%s)\s*\)|(%s))\Z" % (_FIELD, _FIELD))
 _PROJECT_ITEM_RE = re.compile(r"\A(?:([A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?(%s)\Z" % _FIELD)
-_ORDER_RE = re.compile(r"\A(?:order|sort)\s+by\s+(%s)(?:\s+(asc|desc))?\Z" % _FIELD)
+_ORDER_RE = re.compile(r"\A(?:order|sort)\s+by\s+(.+)\Z")
+# One key of `sort by`: a field, or tostring()/tolower() of one, and its direction (KQL's default: desc).
+_ORDER_KEY_RE = re.compile(r"\A(?:(tostring|tolower)\(\s*(%s)\s*\)|(%s))(?:\s+(asc|desc))?\Z" % (_FIELD, _FIELD))
 _TAKE_RE = re.compile(r"\A(?:take|limit)\s+([0-9]{1,6})\Z")
 
 
@@ -149,13 +154,20 @@ class Query(object):
                     if not match:
                         raise QueryError("the project item %r" % item.strip()[:200])
                     alias, field = match.groups()
-                    items.append((alias or field.split(".")[-1], _getter(field)))
+                    # Unnamed, a nested field's column is named as Kusto names it: properties_EventId.
+                    items.append((alias or field.replace(".", "_"), _getter(field)))
                 self.steps.append(("project", items))
                 self.columns = [name for name, _get in items]
                 self.projected = True
             elif _ORDER_RE.match(stage):
-                field, direction = _ORDER_RE.match(stage).groups()
-                self.steps.append(("order", (_getter(field), direction == "desc")))
+                keys = []
+                for item in _ORDER_RE.match(stage).group(1).split(","):
+                    match = _ORDER_KEY_RE.match(item.strip())
+                    if not match:
+                        raise QueryError("the sort key %r" % item.strip()[:200])
+                    func, inner, field, direction = match.groups()
+                    keys.append((_getter(inner or field, func), direction != "asc"))
+                self.steps.append(("order", keys))
             elif _TAKE_RE.match(stage):
                 self.take = int(_TAKE_RE.match(stage).group(1))
                 self.steps.append(("take", self.take))
@@ -177,8 +189,9 @@ class Query(object):
             elif kind == "project":
                 rows = [dict((name, get(r)) for name, get in arg) for r in rows]
             elif kind == "order":
-                get, reverse = arg
-                rows = sorted(rows, key=lambda r: (get(r) is None, str(get(r))), reverse=reverse)
+                # The last key first: Python's sort is stable, so the first key ends up deciding.
+                for get, reverse in reversed(arg):
+                    rows = sorted(rows, key=lambda r, get=get: (get(r) is None, str(get(r))), reverse=reverse)
             elif kind == "take":
                 rows = rows[:arg]
         return rows
