@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The control-plane face with Azure's own SDK clients; IMDS and Resource Graph agree on each event."""
 
+import json
+import time
+
 import pytest
 
 from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import (
@@ -179,3 +182,27 @@ def test_spawned_mock_serves_the_face():
     with spawn_mock(["--quiet"], arm=True) as handle:
         status, _h, doc = arm(handle, "GET", "/metadata/endpoints?api-version=2022-09-01")
         assert status == 200 and doc["resourceManager"] == handle.arm_url + "/"
+
+
+def test_slow_and_trickle_faults_deliver_the_real_answer_late(arm_mock):
+    set_up_principal(arm_mock)
+    bearer = token(arm_mock)
+    path = "/subscriptions/%s/resourceGroups/rg-main/providers/Microsoft.Compute/availabilitySets/web-as" \
+           "?api-version=2025-04-01" % SUB1
+    plain = arm(arm_mock, "GET", path, bearer=bearer)
+    arm_mock.control("POST", "arm/faults", {"kind": "slow", "delay": 0.05, "count": 1, "paths": ["/subscriptions/"]})
+    began = time.monotonic()
+    slow = arm(arm_mock, "GET", path, bearer=bearer)
+    assert time.monotonic() - began >= 0.05
+    arm_mock.control("POST", "arm/faults", {"kind": "trickle", "interval": 0.001, "count": 1,
+                                            "paths": ["/subscriptions/"]})
+    trickled = arm(arm_mock, "GET", path, bearer=bearer)
+    # The same answer each time: a late or slow delivery changes how it goes out, not what it says.
+    assert slow[0] == trickled[0] == plain[0] == 200 and slow[2] == trickled[2] == plain[2]
+    assert [r["fault"] for r in arm_mock.control("GET", "audit")["arm_requests"]][-3:] == [None, "slow", "trickle"]
+    for bad, named in (({"kind": "slow"}, "arm fault delay"), ({"kind": "slow", "delay": 1e9}, "arm fault delay"),
+                       ({"kind": "trickle", "interval": 0}, "arm fault interval"),
+                       ({"kind": "status", "status": 503, "delay": 1}, "delay only applies to slow faults")):
+        with pytest.raises(MockControlError) as refused:
+            arm_mock.control("POST", "arm/faults", bad)
+        assert refused.value.status == 400 and named in json.dumps(refused.value.body), refused.value.body

@@ -41,7 +41,9 @@ _LOGIN_RE = re.compile(r"\A/login/([A-Za-z0-9._-]{1,64})/(v2\.0/\.well-known/ope
 DEFAULT_QUOTA = {"limit": 15, "window": 5.0, "retry_after": False}
 DEFAULT_TOKEN_LIFETIME = 3600
 DEFAULT_HISTORY = 20000
-ARM_FAULT_KINDS = ("status", "drop", "reset", "malformed_json")
+ARM_FAULT_KINDS = ("status", "drop", "reset", "malformed_json", "slow", "trickle")
+# The kinds that change how the real answer goes out, not what it says: late, or a byte at a time.
+ARM_LATE_KINDS = ("slow", "trickle")
 
 
 def arm_error(status, code, message, headers=()):
@@ -147,6 +149,10 @@ class ArmEndpoints(object):
                     "code": "BadRequest", "message": "The query is invalid.",
                     "details": [{"code": "InvalidQuery", "message": "mock_imds does not understand %s" % exc}]}}))
             fault = principal[1]
+            if len(principal) > 2 and response.status is not None:
+                late = principal[2]
+                response.action = late["kind"]
+                response.interval = late["delay"] if late["kind"] == "slow" else late["interval"]
             api = dict(parse_qsl(query)).get("api-version")
             self._arm_requests.append((self._next_seq(), self._wallclock(), self._now(), method,
                                        path + ("?api-version=" + api if api else ""), response.status,
@@ -167,12 +173,14 @@ class ArmEndpoints(object):
             if fault["kind"] == "status":
                 headers = () if fault["retry_after"] is None else (("Retry-After", str(fault["retry_after"])),)
                 response = arm_error(fault["status"], fault["code"], "mock_imds fault %s" % fault["fault_id"], headers)
+            elif fault["kind"] in ARM_LATE_KINDS:
+                response = None  # the request is answered as usual, late (arm_respond)
             elif fault["kind"] == "malformed_json":
                 # A 200 whose JSON breaks off: what a proxy or a cut connection can hand a client.
                 response = Response(200, b'{"value": [{"id": "/subscriptions/\x00garbled", "properties": {')
             else:
                 response = Response(None, action=fault["kind"])
-            return response, fault["kind"]
+            return response, fault["kind"], fault
         return None
 
     def _arm_route(self, method, path, query, headers, body, principal):
@@ -183,7 +191,9 @@ class ArmEndpoints(object):
         fault = self._arm_fault(method, path)
         if fault is not None:
             principal[1] = fault[1]
-            return fault[0]
+            if fault[0] is not None:
+                return fault[0]
+            principal.append(fault[2])  # slow or trickle: answered as usual, late
         if path == "/metadata/endpoints" and method == "GET":
             return self._cloud_metadata(params)
         login = _LOGIN_RE.match(path)

@@ -14,6 +14,7 @@ import re
 
 from .arm import ARM_FAULT_KINDS, FEATURE
 from .checks import MockError, _check_keys, _number, _string
+from .rules import MAX_FAULT_DELAY
 from .clock import iso_utc
 
 
@@ -105,7 +106,8 @@ class ArmControl(object):
         return self._arm_view()
 
     def _arm_add_fault(self, doc):
-        _check_keys(doc, ("kind", "status", "code", "count", "paths", "methods", "retry_after"), "arm fault")
+        _check_keys(doc, ("kind", "status", "code", "count", "paths", "methods", "retry_after", "delay", "interval"),
+                    "arm fault")
         kind = doc.get("kind")
         if kind not in ARM_FAULT_KINDS:
             raise MockError("arm fault kind must be one of %s, got %r" % (", ".join(ARM_FAULT_KINDS), kind))
@@ -114,6 +116,16 @@ class ArmControl(object):
             status = _number(doc.get("status"), "arm fault status", minimum=400, maximum=599, integer=True)
         elif "status" in doc:
             raise MockError("status only applies to status faults")
+        # slow: the real answer after delay seconds; trickle: the real answer a byte every interval seconds.
+        delay = interval = None
+        if kind == "slow":
+            delay = _number(doc.get("delay"), "arm fault delay", minimum=0, maximum=MAX_FAULT_DELAY)
+        elif "delay" in doc:
+            raise MockError("delay only applies to slow faults")
+        if kind == "trickle":
+            interval = _number(doc.get("interval"), "arm fault interval", minimum=0.001, maximum=10)
+        elif "interval" in doc:
+            raise MockError("interval only applies to trickle faults")
         count = doc.get("count")
         count = None if count is None else _number(count, "arm fault count", minimum=1, maximum=10 ** 9, integer=True)
         paths = doc.get("paths") or []
@@ -129,7 +141,8 @@ class ArmControl(object):
         code = _string(doc.get("code", "ServiceUnavailable" if status != 429 else "TooManyRequests"),
                        "arm fault code", maximum=64)
         fault = {"fault_id": "A%d" % (len(self._arm_faults) + 1), "kind": kind, "status": status, "code": code,
-                 "count": count, "paths": paths, "methods": methods, "retry_after": after, "hits": 0}
+                 "count": count, "paths": paths, "methods": methods, "retry_after": after, "delay": delay,
+                 "interval": interval, "hits": 0}
         self._arm_faults.append(fault)
         return dict(fault)
 

@@ -301,6 +301,11 @@ class _ArmHandler(_Handler):
             if response.action == "reset":
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             return
+        if response.action == "slow":
+            if mock.stopping.wait(response.interval):
+                self.close_connection = True
+                return
+            response.action = None
         self._write(response)
 
 
