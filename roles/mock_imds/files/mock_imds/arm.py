@@ -16,6 +16,7 @@ import re
 import zlib
 from urllib.parse import parse_qsl, unquote
 
+from .activity_log import ACTIVITY_PATH_RE, ActivityLog
 from .checks import MockError
 from .clock import iso_utc
 from .graph import ROW_TYPE, Query, QueryError, table
@@ -67,7 +68,7 @@ def set_id(vm):
         p.subscription_id, p.resource_group, SET_TYPE[vm.kind], vm.group)
 
 
-class ArmEndpoints(object):
+class ArmEndpoints(ActivityLog):
     """The Resource Manager side of MockState (lock, fleet, events and clock are MockState's)."""
 
     def _init_arm(self):
@@ -85,6 +86,7 @@ class ArmEndpoints(object):
         self._history_limit = DEFAULT_HISTORY
         self._ended = collections.deque()
         self._forgotten = 0
+        self._init_activity_log()
         self._reset_policies()
 
     def _reset_policies(self):
@@ -211,6 +213,9 @@ class ArmEndpoints(object):
             if method != "POST":
                 return arm_error(405, "MethodNotAllowed", "Resource Graph queries are POST requests")
             return self._graph(who, params, body)
+        activity = ACTIVITY_PATH_RE.match(path)
+        if activity and method == "GET":
+            return self._activity_log(who, params, activity.group(1))
         ack = _ACK_RE.match(path)
         if ack:
             if method != "POST":
@@ -341,6 +346,7 @@ class ArmEndpoints(object):
         start = self._approval_mode == "any" or (self._approval_mode == "all" and event.tenants_approved)
         self._approvals.append((self._next_seq(), self._wallclock(), now, None, [event.event_id], [], [],
                                 [event.event_id] if start else []))
+        self._log_acknowledge(who, self._scope_of(event)[0], subscription, event.event_id)
         if start:
             self._change(event, "start", "acknowledge")
         return Response(200, _json_bytes({"value": "Successfully Approved"}))
