@@ -172,6 +172,23 @@ class Session:
                 return response.status_code, None
         return self.call(send, what, deadline=deadline, scope=scope, url=url)
 
+    def get(self, url, what, scope, deadline=None):
+        """A GET through the same pipeline, of a full URL (a nextLink) or a path with its query. Returns
+        the JSON body."""
+        if not url.startswith(("https://", "http://")):
+            url = self.cloud.resource_manager + url.lstrip("/")
+
+        def send(timeouts):
+            request = _azure.HttpRequest("GET", url, headers={"Accept": "application/json"})
+            response = self._arm_pipeline().run(request, **timeouts).http_response
+            if response.status_code >= 400:
+                raise _azure.HttpResponseError(response=response)
+            try:
+                return json.loads(response.text() or "null")
+            except ValueError:
+                raise AzureError("%s: the answer of %s is not JSON." % (what, url.split("?")[0]), url=url)
+        return self.call(send, what, deadline=deadline, scope=scope, url=url)
+
     def deadline(self):
         return _edge.Deadline(self.retry_timeout, clock=self.clock, name="retry_timeout")
 

@@ -69,6 +69,22 @@ options:
     elements: str
     choices: [Scheduled, Started, Completed, Canceled]
     default: [Scheduled, Started]
+  include_approvals:
+    description:
+      - Also read who approved each event from outside the VMs, and when, from the Azure Activity Log
+        of each subscription (records of C(Microsoft.Maintenance/scheduledevents/acknowledge/action) with
+        their C(caller) and C(eventTimestamp)), and return them in each event's RV(events[].approvals).
+      - Resource Graph's rows carry no approver. An approval sent to IMDS from inside a VM is in no log
+        Azure keeps; such an event, and one never approved (it starts at C(NotBefore)), has no approvals.
+      - Needs read access to the Activity Log (the Reader role on the subscriptions).
+    type: bool
+    default: false
+  approvals_days:
+    description:
+      - How many days back the Activity Log is read with O(include_approvals). Azure keeps the Activity
+        Log 90 days.
+    type: int
+    default: 7
 seealso:
   - module: azure_imds.scheduled_events.fleet_event_approve
   - module: azure_imds.scheduled_events.scheduled_events_policy
@@ -121,6 +137,19 @@ events:
       scope_id: /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-web/providers/Microsoft.Compute/virtualMachines/web_0
       virtual_machine_ids:
         - /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-web/providers/Microsoft.Compute/virtualMachines/web_0
+  contains:
+    approvals:
+      description:
+        - With O(include_approvals) only. The acknowledgements of this event through Resource Manager
+          found in the Activity Log, oldest first; empty when it was approved inside a VM, or not at all.
+      returned: when O(include_approvals=true)
+      type: list
+      elements: dict
+      sample:
+        - approved_by: ops-automation@contoso.com
+          approved_at: '2022-04-11T22:20:01.1234567Z'
+          operation_id: 0b2f6b9e-5b7f-4d2e-9b3e-2f1c1e0d9a11
+          source: activity_log
 subscriptions:
   description: The subscriptions queried.
   returned: success
@@ -136,7 +165,7 @@ query:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _arm, _azure, _defaults, _fleet
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _activity, _arm, _azure, _defaults, _fleet
 
 
 def argument_spec():
@@ -149,6 +178,8 @@ def argument_spec():
         event_sources=dict(type="list", elements="str", choices=list(_defaults.EVENT_SOURCES)),
         event_statuses=dict(type="list", elements="str", choices=list(_fleet.FLEET_STATUSES),
                             default=list(_fleet.DEFAULT_STATUSES)),
+        include_approvals=dict(type="bool", default=False),
+        approvals_days=dict(type="int", default=7),
     )
     return spec
 
@@ -160,6 +191,10 @@ def check(module):
         if params[name] is not None and len(params[name]) == 0:
             raise _azure.AzureInputError("%s is an empty list, which would match no event. Leave %s out to not "
                                          "filter on it." % (name, name))
+    if not 1 <= params["approvals_days"] <= _activity.ACTIVITY_RETENTION_DAYS:
+        raise _azure.AzureInputError("approvals_days must be from 1 to %d (Azure keeps the Activity Log %d days), got %d."
+                                     % (_activity.ACTIVITY_RETENTION_DAYS, _activity.ACTIVITY_RETENTION_DAYS,
+                                        params["approvals_days"]))
     params["subscriptions"] = [_azure.check_guid(s, "subscriptions") for s in params["subscriptions"] or []] or None
     for name in ("resource_groups", "resource_names", "event_types"):
         for value in params[name] or []:
@@ -180,6 +215,8 @@ def read(module, session):
     events = _fleet.events_from_rows(rows, params["resource_names"], warnings)
     for warning in warnings:
         module.warn(warning)
+    if params["include_approvals"]:
+        _activity.join_approvals(events, _activity.read_approvals(session, subscriptions, params["approvals_days"]))
     module.exit_json(changed=False, events=events, subscriptions=subscriptions, query=query)
 
 

@@ -48,9 +48,8 @@ class ActivityLog(object):
     def _init_activity_log(self):
         self._activity = collections.deque(maxlen=self._audit_limit)
 
-    def _log_acknowledge(self, who, event_scope, subscription, event_id):
-        """Started then Succeeded, one operation, at the mock's time (eventTimestamp)."""
-        now = self._now()
+    def _log_acknowledge(self, who, event_scope, subscription, event_id, now):
+        """Started then Succeeded, one operation, at the instant of the approval (eventTimestamp)."""
         tenant = (self._principals.get(who.lower()) or {}).get("tenant")
         resource_id = "%s/providers/Microsoft.Maintenance/scheduledevents/%s" % (event_scope, event_id)
         group = event_scope.split("/")[4]

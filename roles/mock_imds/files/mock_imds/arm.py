@@ -346,7 +346,7 @@ class ArmEndpoints(ActivityLog):
         start = self._approval_mode == "any" or (self._approval_mode == "all" and event.tenants_approved)
         self._approvals.append((self._next_seq(), self._wallclock(), now, None, [event.event_id], [], [],
                                 [event.event_id] if start else []))
-        self._log_acknowledge(who, self._scope_of(event)[0], subscription, event.event_id)
+        self._log_acknowledge(who, self._scope_of(event)[0], subscription, event.event_id, now)
         if start:
             self._change(event, "start", "acknowledge")
         return Response(200, _json_bytes({"value": "Successfully Approved"}))
