@@ -115,6 +115,10 @@ events:
     - The events, with the keys of M(azure_imds.scheduled_events.scheduled_event_info)'s RV(events)
       normalised by the same code (C(not_before) V(null) when blank, C(duration_in_seconds) V(-1) when
       absent), plus where each lives.
+      - With O(include_approvals), each event also has C(approvals), the acknowledgements of this event
+        through Resource Manager found in the Activity Log, oldest first, each with C(approved_by) (the
+        caller), C(approved_at) (its C(eventTimestamp)), C(operation_id) and C(source) V(activity_log);
+        empty when it was approved inside a VM, or not at all.
   returned: success
   type: list
   elements: dict
@@ -137,19 +141,6 @@ events:
       scope_id: /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-web/providers/Microsoft.Compute/virtualMachines/web_0
       virtual_machine_ids:
         - /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-web/providers/Microsoft.Compute/virtualMachines/web_0
-  contains:
-    approvals:
-      description:
-        - With O(include_approvals) only. The acknowledgements of this event through Resource Manager
-          found in the Activity Log, oldest first; empty when it was approved inside a VM, or not at all.
-      returned: when O(include_approvals=true)
-      type: list
-      elements: dict
-      sample:
-        - approved_by: ops-automation@contoso.com
-          approved_at: '2022-04-11T22:20:01.1234567Z'
-          operation_id: 0b2f6b9e-5b7f-4d2e-9b3e-2f1c1e0d9a11
-          source: activity_log
 subscriptions:
   description: The subscriptions queried.
   returned: success

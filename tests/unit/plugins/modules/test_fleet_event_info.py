@@ -94,3 +94,10 @@ def test_bad_input_fails_before_any_request(args, words):
     outcome = run_azure_module(info, args, [], cloud=False)
     assert outcome.failed and words in outcome.result["msg"], outcome.result
     assert outcome.requests == []
+
+
+def test_approvals_days_beyond_what_the_activity_log_keeps_is_refused_by_name():
+    for days in (0, 91):
+        outcome = run_azure_module(info, {"include_approvals": True, "approvals_days": days}, [])
+        assert outcome.failed and "approvals_days must be from 1 to 90" in outcome.result["msg"], outcome.result
+        assert outcome.bodies("POST") == []
