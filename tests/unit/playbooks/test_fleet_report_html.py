@@ -208,6 +208,21 @@ def test_the_page_renders_in_chromium_and_shows_what_the_mock_did(week):
         assert needle in text, needle
 
 
+def test_the_printed_table_and_markdown_list_the_fleet_from_resource_graph(week):
+    """From Azure alone no host reads IMDS: the table and the Markdown still show the fleet's events."""
+    assert week["run"].rc == 0, week["run"].output[-5000:]
+    events = [week["mock"].control("GET", "events/%s" % e) for e in week["how"]]
+    current = [e for e in events if e["status"] in ("Scheduled", "Started")]
+    assert current, "the week ends with events still pending"
+    output = week["run"].output
+    assert "Resource Graph (whole fleet): %d current event" % len(current) in output, output[-3000:]
+    markdown = (week["page"].parent / "scheduled_events.md").read_text(encoding="utf-8")
+    assert "## The fleet in Azure Resource Graph" in markdown
+    for event in current:
+        assert event["event_id"] in output
+        assert "`%s`" % event["event_id"] in markdown
+
+
 def hostile(text):
     return {"event_id": text, "event_type": text, "event_status": "Completed", "resources": [text],
             "description": text, "event_source": text, "not_before": text, "duration_in_seconds": 60,
