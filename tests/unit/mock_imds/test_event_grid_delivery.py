@@ -277,6 +277,21 @@ def test_retries_follow_event_grids_schedule_on_the_mocks_clock(eg):
     assert (counters["delivered"], counters["retried"], counters["dropped"]) == (1, 3, 0)
 
 
+def test_a_connection_error_is_retried(eg):
+    """The receiver is gone after the handshake: a SocketError, retried after 10 s, then again."""
+    mock, receiver = eg.handle, eg.receiver()
+    sid = mock.add_eventgrid_subscriber(receiver.url())["id"]
+    receiver.close()
+    mock.control("POST", "events", {"event_type": "Freeze", "resources": ["z0"], "notice": 3600})
+    first = mock.wait_eventgrid(1, sid, outcome="retry")[0]
+    assert (first["error"], first["reason"], first["status"]) == ("SocketError", "SocketError", None)
+    assert _seconds(first["next_attempt"]) - _seconds(first["sim_time"]) == 10
+    mock.control("POST", "time/advance", {"seconds": 10})
+    second = mock.wait_eventgrid(2, sid, outcome="retry")[1]
+    assert second["attempt"] == 2 and second["ids"] == first["ids"]
+    assert _seconds(second["next_attempt"]) - _seconds(second["sim_time"]) == 30
+
+
 def test_a_failing_endpoint_is_retried_for_24_hours_then_dropped(eg):
     """Always 500: the whole documented schedule (10 s ... 6 h, then 12 h) until the 24-hour time to live."""
     mock, receiver = eg.handle, eg.receiver(answers=[500] * 40)
