@@ -103,7 +103,7 @@ def delivery_request(schema, name, docs, delivery_count, static_headers):
         headers["aeg-data-version"] = DATA_VERSION
         headers["aeg-metadata-version"] = METADATA_VERSION
         headers["Content-Type"] = JSON_TYPE
-        body = [doc for doc in docs]
+        body = list(docs)
     else:
         # aeg-metadata-version is the CloudEvents spec version; aeg-data-version does not apply.
         headers["aeg-metadata-version"] = "1.0"
