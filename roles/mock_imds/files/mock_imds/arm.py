@@ -101,6 +101,13 @@ class ArmEndpoints(ActivityLog):
         vm = self._fleet.vms[event.resources[0]]
         return (set_id(vm) if vm.kind in SET_TYPE else vm_id(vm)), vm
 
+    def _published_scope(self, event):
+        """(scope id, VM) when the policy of the event's scope publishes to Event Grid and Resource Graph
+        (scheduledEventsAdditionalPublishingTargets.eventGridAndResourceGraph.enable), else None: the one
+        rule both faces follow (Resource Graph rows here, Event Grid notifications in eventgrid.py)."""
+        scope, vm = self._scope_of(event)
+        return (scope, vm) if publishes(self._policies.get(scope.lower())) else None
+
     def _policy_start(self, event):
         """The policy approves this event on creation: user Reboot/Redeploy, or all instances down."""
         scope, vm = self._scope_of(event)
@@ -292,10 +299,13 @@ class ArmEndpoints(ActivityLog):
         for event in self._events:
             if event.status == PENDING:
                 continue
-            scope, vm = self._scope_of(event)
+            published = self._published_scope(event)
+            if published is None:
+                continue
+            scope, vm = published
             if wanted is not None and vm.placement.subscription_id not in wanted:
                 continue
-            if not publishes(self._policies.get(scope.lower())) or not self._roles(who, scope):
+            if not self._roles(who, scope):
                 continue
             rows.append(self._row(event, scope, vm))
         rows = query.run(rows)

@@ -48,6 +48,8 @@ def control(state, method, path, query, body):
         raise MockError("the request body must be a JSON object")
     if route == "arm":
         return state.arm_control(method, parts[1:], doc)
+    if route == "eventgrid":
+        return state.eventgrid_control(method, parts[1:], doc, since=_since(params), subscriber=params.get("subscriber"))
     if route == "state" and len(parts) == 1 and method == "GET":
         return 200, state.snapshot()
     if route == "events":

@@ -467,6 +467,7 @@ class MockImds(object):
         return "https://%s:%d" % (host, self.arm_port)
 
     def stop(self):
+        self.state.eventgrid_stop()
         if self._arm_server is not None:
             self._arm_server.shutdown()
             self._arm_server.server_close()

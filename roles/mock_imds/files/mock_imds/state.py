@@ -17,6 +17,7 @@ from .faults import make_fault
 from .fleet import Fleet
 from .arm import ArmEndpoints
 from .arm_control import ArmControl
+from .eventgrid import EventGridFace
 from .identity import IdentityEndpoints
 from .imds import ImdsEndpoints
 from .rules import (
@@ -51,7 +52,7 @@ SERVICE_BOUNDS = {"service_enable_delay": (0, 600), "service_first_call_delay": 
                   "service_idle_disable": (1, MAX_SECONDS)}
 
 
-class MockState(ImdsEndpoints, ArmEndpoints, IdentityEndpoints, ArmControl):
+class MockState(ImdsEndpoints, ArmEndpoints, IdentityEndpoints, ArmControl, EventGridFace):
     """Everything the mock knows, behind one lock. Lifecycle transitions are computed lazily from
     the clock whenever state is touched, so advancing simulated time is instant.
 
@@ -86,6 +87,7 @@ class MockState(ImdsEndpoints, ArmEndpoints, IdentityEndpoints, ArmControl):
         self._fault_serial = 0
         self._reset_runtime()
         self._init_arm()
+        self._init_eventgrid()
 
     # -- helpers (lock held) -----------------------------------------------------------------
 
@@ -124,6 +126,7 @@ class MockState(ImdsEndpoints, ArmEndpoints, IdentityEndpoints, ArmControl):
         self._requests = collections.deque(maxlen=self._audit_limit)
         self._approvals = collections.deque(maxlen=self._audit_limit)
         self._transitions = collections.deque(maxlen=self._audit_limit)
+        self._eg_audit = collections.deque(maxlen=self._audit_limit)  # Event Grid attempts (eventgrid.py)
 
     def _next_seq(self):
         self._seq += 1
@@ -193,9 +196,10 @@ class MockState(ImdsEndpoints, ArmEndpoints, IdentityEndpoints, ArmControl):
             self._doc_cache[name] = {}
 
     def _record_transition(self, event, to, sim_time, cause):
-        self._transitions.append((self._next_seq(), self._wallclock(), sim_time, event.event_id, event.status, to,
-                                  cause))
+        old = event.status
+        self._transitions.append((self._next_seq(), self._wallclock(), sim_time, event.event_id, old, to, cause))
         event.status = to
+        self._eventgrid_note(event, old, sim_time)
 
     def _refresh_due(self):
         due = float("inf")
@@ -327,6 +331,7 @@ class MockState(ImdsEndpoints, ArmEndpoints, IdentityEndpoints, ArmControl):
                                 "POST /_mock/reset with a start_time" % seconds)
             self._sim_base += seconds
             now = self._tick()
+            self._eventgrid_wake()  # retries that fell due
             return {"now": iso_utc(now), "advanced": seconds}
 
     def configure(self, cfg=None, **kwargs):
@@ -510,7 +515,8 @@ class MockState(ImdsEndpoints, ArmEndpoints, IdentityEndpoints, ArmControl):
                 for s, t, st, eid, old, new, cause in self._transitions
                 if s > since and (visible is None or eid in visible)]
             return {"requests": requests, "approvals": approvals, "transitions": transitions,
-                    "arm_requests": self.arm_audit(since) if vm is None else [], "last_seq": self._seq}
+                    "arm_requests": self.arm_audit(since) if vm is None else [],
+                    "eventgrid": self._eg_deliveries(since, None) if vm is None else [], "last_seq": self._seq}
 
     def incarnation(self, vm):
         with self._lock:

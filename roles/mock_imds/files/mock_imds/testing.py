@@ -109,6 +109,31 @@ class MockHandle(object):
             raise MockControlError(method, path, response.status, parsed)
         return parsed
 
+    def add_eventgrid_subscriber(self, url, **options):
+        """Register an Event Grid webhook (schema, max_events_per_batch, ca_file, headers, name, ...): returns
+        the subscriber's view once its validation handshake passed; raises MockControlError if it failed."""
+        return self.control("POST", "eventgrid/subscribers", dict(options, url=url), timeout=60)
+
+    def eventgrid_deliveries(self, since=0, subscriber=None):
+        """The Event Grid audit: one record per attempt (handshake or notification) after seq since."""
+        query = "?since=%d" % since + ("&subscriber=%s" % subscriber if subscriber else "")
+        return self.control("GET", "eventgrid/deliveries" + query)["deliveries"]
+
+    def wait_eventgrid(self, count, subscriber=None, kind="notification", outcome=None, since=0, timeout=30.0):
+        """Wait until the Event Grid audit holds count records of kind (and outcome, if given) after seq
+        since; returns them. The delivery thread works in the background: this polls its audit log, with
+        a generous real timeout that only a broken delivery reaches (then AssertionError shows the log)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            records = self.eventgrid_deliveries(since, subscriber)
+            hits = [r for r in records if r.get("kind") == kind and (outcome is None or r.get("outcome") == outcome)]
+            if len(hits) >= count:
+                return hits
+            if time.monotonic() > deadline:
+                raise AssertionError("waited %s s for %d Event Grid %s records (outcome %s), got %d: %s"
+                                     % (timeout, count, kind, outcome, len(hits), json.dumps(records)[:4000]))
+            time.sleep(0.005)
+
     def stop(self, timeout=10):
         """Stop the mock. For a subprocess: SIGTERM, wait, keep returncode, stdout and stderr."""
         if self.mock is not None:
