@@ -21,7 +21,7 @@ description:
     rulebook's queue for each scheduled event notification, with the event read by the same normaliser
     as M(azure_imds.scheduled_events.fleet_event_info).
   - "Each event put on the queue has: C(type), the transition, named as the IMDS source
-    P(azure_imds.scheduled_events.scheduled_events#event_source) names them: V(scheduled) for
+    C(azure_imds.scheduled_events.scheduled_events) names them: V(scheduled) for
     C(EventStatus) Scheduled, V(started) for Started, V(ended) for Completed and V(cancelled) for Canceled;
     C(scheduled_event), the event as M(azure_imds.scheduled_events.fleet_event_info) returns it in
     RV(azure_imds.scheduled_events.fleet_event_info#module:events) (C(event_id), C(event_status) with
