@@ -56,8 +56,8 @@ def text(args, name, default=None, what="a string"):
         return None
     if not isinstance(value, str) or not value.strip() or _has_control_characters(value):
         shown = value if not isinstance(value, str) else "<%d characters>" % len(value)
-        raise SourceConfigError("%s must be %s without control characters, got %s." % (name, what,
-                                                                                        _edge.short_repr(shown)))
+        raise SourceConfigError("%s must be %s without control characters, got %s."
+                                % (name, what, _edge.short_repr(shown)))
     return value
 
 

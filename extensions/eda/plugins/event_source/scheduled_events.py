@@ -173,8 +173,8 @@ _COLLECTIONS = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__fi
 if os.path.isdir(os.path.join(_COLLECTIONS, "ansible_collections", "azure_imds", "scheduled_events")):
     sys.path.insert(0, _COLLECTIONS)
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import (_defaults, _edge, _event, _imds, _retry, _source_args,
-                                                                               _transitions)
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import (
+    _defaults, _edge, _event, _imds, _retry, _source_args, _transitions)
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._source_args import SourceConfigError
 
 # A failing IMDS is read again after the client's backoff, never later than this.
