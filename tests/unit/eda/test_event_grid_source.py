@@ -536,6 +536,12 @@ def test_a_dedup_file_that_is_not_a_journal_is_refused_naming_it(tmp_path):
         run(scenario)
     assert path.read_text() == "my notes\n"
 
+    async def no_directory():
+        await SOURCE["main"](asyncio.Queue(), {"port": 1, "secret": SECRET, "dedup_file": str(tmp_path / "no" / "seen")})
+
+    with pytest.raises(SourceConfigError, match=r"dedup_file .*/no/seen cannot be written .*give a path in a directory"):
+        run(no_directory)
+
 
 def test_https_with_a_test_ca(tmp_path):
     ca = tls.make_test_ca(str(tmp_path / "tls"))

@@ -164,6 +164,8 @@ notes:
   - Needs aiohttp, which ansible-rulebook itself depends on.
   - Event Grid treats 200 to 204 as success, retries 408, 429, 5xx and timeouts, and never retries 400,
     401, 403 or 413. A delivery is answered within O(queue_wait) seconds, well inside its 30.
+  - ansible-rulebook itself, run with C(-vv), logs each source's arguments (O(secret) included) in its
+    C(ruleset define) debug line; this source never logs them.
   - The handshakes are checked against the secret like any request. The CloudEvents handshake echoes
     the C(WebHook-Request-Origin) (Event Grid sends C(eventgrid.azure.net)).
 seealso:
