@@ -96,11 +96,13 @@ def virtual_machine_ids(scope, resources):
     return ids
 
 
-def event_from_row(row, position, warnings):
+def event_from_row(row, position, warnings, label=None):
     """One Resource Graph row as an event: scheduled_event_info's keys (the same normaliser) plus id,
-    subscription_id, resource_group, location, zones, scope_id and virtual_machine_ids."""
+    subscription_id, resource_group, location, zones, scope_id and virtual_machine_ids. The same
+    resource as Event Grid's data.resourceInfo reads the same; label names it in warnings."""
+    label = label or "Resource Graph row #%d" % position
     if not isinstance(row, dict):
-        warnings.append("Resource Graph row #%d is not an object; it was left out." % position)
+        warnings.append("%s is not an object; it was left out." % label)
         return None
     properties = row.get("properties") if isinstance(row.get("properties"), dict) else {}
     event = _event.normalize_event(properties, position=position, warnings=warnings)
@@ -110,8 +112,7 @@ def event_from_row(row, position, warnings):
     row_id = row.get("id") if isinstance(row.get("id"), str) else None
     scope = parse_event_id(row_id)
     if row_id is not None and scope is None:
-        warnings.append("Resource Graph row #%d: id %r is not a scheduled event's id; it cannot be approved."
-                        % (position, row_id[:200]))
+        warnings.append("%s: id %r is not a scheduled event's id; it cannot be approved." % (label, row_id[:200]))
     zones = row.get("zones")
     event.update(
         id=row_id,

@@ -3,8 +3,8 @@
 Options: those of scheduled_event_info and scheduled_event_approve (each run as Ansible runs a
 module), of the scheduled_event_wait action, of the watcher's configuration file (its loader, its
 check-config command and `run --once`), the watcher role's variables (one check-mode playbook
-run on localhost, every case in a block of its own) and the EDA event source's (its main(), as
-ansible-rulebook calls it). Each case must be refused at once: a clear
+run on localhost, every case in a block of its own) and the EDA event sources' (scheduled_events and
+event_grid: their main(), as ansible-rulebook calls it). Each case must be refused at once: a clear
 error that names the option, no traceback, and no request in the mock IMDS's audit.
 """
 
@@ -116,6 +116,12 @@ OPTIONS = [
     Option("watcher role", "watcher_handlers[0].timeout", named=r"watcher_handlers.*timeout|timeout.*watcher_handlers"),
     Option("watcher role", "watcher_imds_url", kind="url"),
     Option("eda source", "max_pending_events", kind="integer"),
+    Option("event grid source", "port", kind="integer"),
+    Option("event grid source", "queue_size", kind="integer"),
+    Option("event grid source", "queue_wait", zero_ok=True),
+    Option("event grid source", "max_body_size", kind="integer"),
+    Option("event grid source", "dedup_hours"),
+    Option("event grid source", "dedup_max_ids", kind="integer"),
     Option("watcher config", "handler_environment", kind="nesting",
            named=r"nests arrays and objects more than \d+ deep"),
     Option("watcher role", "watcher_systemd_tasks_max", kind="integer"),
@@ -429,10 +435,37 @@ def check_eda_source(case):
         return asyncio.run(attempt(mock))
 
 
+def check_event_grid_source(case):
+    """The event_grid source's main(): a bad option refused before it listens (nothing to audit)."""
+    import asyncio
+    import socket
+
+    from ..eda.test_event_grid_source import SOURCE
+
+    async def attempt():
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            free_port = probe.getsockname()[1]
+        args = {"host": "127.0.0.1", "port": free_port, "secret": "a-secret-of-32-characters-000000",
+                case.option.name: case.value}
+        task = asyncio.ensure_future(SOURCE["main"](asyncio.Queue(), args))
+        done = (await asyncio.wait([task], timeout=AT_ONCE))[0]
+        if not done:
+            task.cancel()
+            await asyncio.wait([task])
+            return Verdict(ACCEPTED, "the source was still listening after %gs" % AT_ONCE)
+        error = task.exception()
+        if not isinstance(error, SOURCE["SourceConfigError"]):
+            return Verdict(EXCEPTION if error else ACCEPTED, "%s: %s" % (type(error).__name__, _short(error)))
+        return refusal(case, str(error))
+
+    return asyncio.run(attempt())
+
+
 # -- the table's driver ----------------------------------------------------------------------------
 
 CHECKS = {"info": check_module, "approve": check_module, "watcher config": check_watcher_config,
-          "eda source": check_eda_source}
+          "eda source": check_eda_source, "event grid source": check_event_grid_source}
 ROLE_KEY = "watcher-role-playbook"
 
 
@@ -474,4 +507,4 @@ def test_every_kind_of_bad_value_is_in_the_table():
     assert {"nan", "+inf", "-inf", "negative", "zero", "huge", "string", "bool", "list"} <= labels
     assert any(isinstance(v, float) and math.isnan(v) for _l, v in NUMBER_VALUES)
     assert set(option.target for option in OPTIONS) == {"info", "approve", "wait", "watcher config", "watcher role",
-                                                        "eda source"}
+                                                        "eda source", "event grid source"}

@@ -173,7 +173,9 @@ _COLLECTIONS = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__fi
 if os.path.isdir(os.path.join(_COLLECTIONS, "ansible_collections", "azure_imds", "scheduled_events")):
     sys.path.insert(0, _COLLECTIONS)
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _event, _imds, _retry, _transitions
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import (
+    _defaults, _edge, _event, _imds, _retry, _source_args, _transitions)
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils._source_args import SourceConfigError
 
 # A failing IMDS is read again after the client's backoff, never later than this.
 MAX_BACKOFF = 10.0
@@ -187,31 +189,8 @@ FILTERS = ("event_ids", "event_types", "event_statuses", "event_sources")
 LOG = logging.getLogger("azure_imds.scheduled_events.scheduled_events")
 
 
-class SourceConfigError(ValueError):
-    """An option of the source cannot be used; the message names it, the value and the fix."""
-
-
-def _flag(args, name, default):
-    value = args.get(name, default)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        # A templated rulebook value ("{{ var }}") arrives as text.
-        return value.strip().lower() == "true"
-    if not isinstance(value, bool):
-        raise SourceConfigError("%s must be true or false, got %r." % (name, value))
-    return value
-
-
-def _number(args, name, default, minimum, maximum, integer=False, unit="seconds"):
-    value = args.get(name, default)
-    text = value.strip() if isinstance(value, str) else None
-    if text and _edge.is_number_text(text):
-        # A templated rulebook value arrives as text; only plain ASCII number text is read as a
-        # number (float() would also take "nan", "inf" and digits of other scripts).
-        try:
-            value = float(text)
-        except ValueError:
-            pass
-    return _edge.check_number(value, name, minimum, maximum, integer=integer, unit=unit)
+_flag = _source_args.flag
+_number = _source_args.number
 
 
 def _name_list(args, name, choices=None):
