@@ -27,7 +27,7 @@ description:
     C(azure_scope_kind) (V(virtualMachines), V(virtualMachineScaleSets) or V(availabilitySets)),
     C(azure_scope_name) and C(azure_scope_id), taken from the host's first event.
   - The plugin sets no C(ansible_host) and no connection variables. Use it beside
-    P(azure.azcollection.azure_rm#inventory) in one inventory directory, which gives the same VMs their
+    C(azure.azcollection.azure_rm) in one inventory directory, which gives the same VMs their
     addresses; hosts of the same name merge. See the collection's guide C(fleet_inventory).
   - Hostnames are the VM names (O(hostname_source)). Two VMs of the same name (in two resource groups
     or subscriptions) are named C(<name>_<resource group>) (and C(_<subscription id>) if that is
@@ -38,7 +38,7 @@ description:
   - A Resource Graph row no VM can be named for (not an object, or an id that is no scheduled event's
     id) fails the inventory source, since a VM left out silently would miss its maintenance.
   - Requires a YAML configuration file whose name ends with C(fleet_events.yml) or C(fleet_events.yaml),
-    as P(azure.azcollection.azure_rm#inventory) wants C(azure_rm.yml). Options not listed here are refused.
+    as C(azure.azcollection.azure_rm) wants C(azure_rm.yml). Options not listed here are refused.
   - The cache (O(cache)) holds the events, not the hosts, so O(compose), O(groups), O(keyed_groups) and
     O(hostname_source) apply anew on every run; a change of the filters, the subscriptions or the
     cloud misses the cache.
@@ -59,7 +59,7 @@ options:
   hostname_source:
     description:
       - V(name) names each host by its VM name as the event's C(Resources) spells it (C(myvmss_1) for an
-        instance of a Uniform scale set), which P(azure.azcollection.azure_rm#inventory) uses with its
+        instance of a Uniform scale set), which C(azure.azcollection.azure_rm) uses with its
         C(plain_host_names) option set.
       - V(id) names each host by its VM's ARM id, unique across resource groups and subscriptions.
     type: str
@@ -73,8 +73,9 @@ notes:
 seealso:
   - module: azure_imds.scheduled_events.fleet_event_info
   - module: azure_imds.scheduled_events.fleet_event_approve
-  - plugin: azure.azcollection.azure_rm
-    plugin_type: inventory
+  - name: The azure.azcollection.azure_rm inventory plugin
+    description: Every VM with its addresses; use it beside this plugin.
+    link: https://docs.ansible.com/ansible/latest/collections/azure/azcollection/azure_rm_inventory.html
 author:
   - azure_imds.scheduled_events maintainers (@azure-imds)
 """
@@ -256,11 +257,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         for name in TEMPLATED_OPTIONS:
             if isinstance(params[name], str) and self.templar.is_template(params[name]):
                 params[name] = self.templar.template(params[name])
-        for name in AUTH_OPTIONS:
-            if params[name] is not None and name not in ("request_timeout", "retry_timeout") \
-                    and not isinstance(params[name], str):
-                raise _azure.AzureInputError("%s must be a string, got %s. Quote it in the configuration file."
-                                             % (name, _edge.short_repr(params[name])))
         _azure.check_timeouts(params)
         if params["subscription_id"]:
             _azure.check_guid(params["subscription_id"], "subscription_id")

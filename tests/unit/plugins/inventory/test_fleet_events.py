@@ -30,6 +30,7 @@ from ansible_collections.azure_imds.scheduled_events.tests.support.control_plane
     AWX_ENV, PUBLISH, SUB1, SUB2, add_event, arm_audit, run_live, set_up)
 from ansible_collections.azure_imds.scheduled_events.tests.support.module_harness import compare_options
 from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks import BIN, FARM
+from ansible_collections.azure_imds.scheduled_events.tests.unit.docs.pages import RST, code_blocks
 
 FQCN = "azure_imds.scheduled_events.fleet_events"
 GRAPH_PATH = "/providers/Microsoft.ResourceGraph/resources"
@@ -374,8 +375,9 @@ def plain(value):
     return value
 
 
-def ansible_inventory(fleet, source, *options):
+def ansible_inventory(fleet, source, *options, **environ):
     env = dict((k, v) for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "AZURE_")))
+    env.update(environ)
     env.update(AWX_ENV, REQUESTS_CA_BUNDLE=fleet.mock.ca_path, ANSIBLE_COLLECTIONS_PATH=FARM, ANSIBLE_NOCOLOR="1",
                ANSIBLE_INVENTORY_UNPARSED_FAILED="true", ANSIBLE_LOCAL_TEMP=str(fleet.workdir / "tmp"))
     proc = subprocess.run([os.path.join(BIN, "ansible-inventory"), "-i", source] + list(options),
@@ -466,3 +468,34 @@ def test_ansible_inventory_shows_the_error_without_a_traceback(fleet, tmp_path):
     assert code != 0
     assert "Querying Resource Graph: HTTP 403 AuthorizationFailed" in err, err
     assert "Traceback" not in err
+
+
+# -- the guide ----------------------------------------------------------------------------------------------
+
+GUIDE = os.path.join(RST, "fleet_inventory.rst")
+
+
+def guide_configurations():
+    return [yaml.safe_load(block) for block in code_blocks(GUIDE, "yaml")
+            if "plugin: azure_imds.scheduled_events.fleet_events" in block]
+
+
+def test_the_guides_configuration_gives_the_guides_graph(fleet, tmp_path):
+    first = code_blocks(GUIDE, "yaml")[0]
+    assert first.startswith("# inventory/fleet_events.yml\n")
+    (tmp_path / "fleet_events.yml").write_text(first)
+    code, out, err = ansible_inventory(fleet, str(tmp_path / "fleet_events.yml"), "--graph",
+                                       AZURE_CLOUD_ENVIRONMENT=fleet.mock.arm_url)
+    assert code == 0, err
+    shown = [block for block in code_blocks(GUIDE, "text") if block.startswith("@all:")]
+    assert [out] == shown
+
+
+def test_every_configuration_of_the_guide_is_accepted(fleet, tmp_path):
+    configurations = guide_configurations()
+    assert len(configurations) == 3
+    for config in configurations:
+        config.pop("plugin")
+        if "cache_connection" in config:
+            config["cache_connection"] = str(tmp_path / "cache")
+        assert "solo" in parse(fleet, tmp_path, config).hosts
