@@ -239,8 +239,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             values = value if isinstance(value, list) else [value]
             bad = [v for v in values if choices and v not in choices]
             if bad:
-                return "%s: %s: %s is not one of %s." % (path, name, ", ".join(_edge.short_repr(v) for v in bad),
-                                                          ", ".join(str(c) for c in choices))
+                shown = ", ".join(_edge.short_repr(v) for v in bad)
+                return "%s: %s: %s is not one of %s." % (path, name, shown, ", ".join(str(c) for c in choices))
         return to_native(exc)
 
     def _refuse_unknown_options(self, config, path):
