@@ -76,7 +76,7 @@ WRONG_VALUES = {"int": "not-a-number", "float": "not-a-number", "bool": "maybe",
 
 # -- the other playbooks, and each playbook's variables --------------------------------------------
 
-@pytest.mark.parametrize("name", ["rolling_maintenance", "report", "approve_user_events", "deploy_watcher"])
+@pytest.mark.parametrize("name", ["rolling_maintenance", "report", "approve_user_events", "deploy_watcher", "fleet_maintenance"])
 def test_the_playbooks_variables_reach_its_role(mock, run_playbook, tmp_path, name):
     wrong = dict((option, WRONG_VALUES[spec["type"]]) for option, spec in playbook_options(name).items()
                  if spec is not None and spec.get("type") in WRONG_VALUES)
