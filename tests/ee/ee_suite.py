@@ -24,6 +24,10 @@ the suite, with no network at all (inside tests/harness/loopback-only; the build
   7. ansible-navigator runs azure_imds.scheduled_events.rolling_maintenance the same way: the hosts
      with events are drained and recovered, and the mock's audit shows each event approved by the
      VM it names and started by that approval.
+  8. ansible-navigator runs azure_imds.scheduled_events.fleet_maintenance the same way against the
+     mock's control-plane face (TLS with its test CA, signed in by the AZURE_* variables AWX's Azure
+     credential sets): the image's Azure libraries read Resource Graph, the event of the three VMs is
+     drained, acknowledged once through the Maintenance Resource Provider, seen Completed, recovered.
 Every failure, a missing podman or mmdebstrap included, exits non-zero; nothing is skipped.
 """
 
@@ -43,6 +47,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 try:
     from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_imds.testing import spawn_mock
     from ansible_collections.azure_imds.scheduled_events.tests.harness.collection_path import python_path_without_collections
+    from ansible_collections.azure_imds.scheduled_events.tests.support.control_plane import AWX_ENV, PUBLISH, SUB1, set_up
 except ModuleNotFoundError:
     spawn_mock = None  # prepare needs no mock; the suite stops with a message (main)
 
@@ -355,6 +360,40 @@ def check_rolling_maintenance(project, logs):
         say("  | " + line)
 
 
+def check_fleet_maintenance(project, logs):
+    fleet = {"subscription_id": SUB1, "resource_group": "rg-ee", "scheduled_events_policy": PUBLISH,
+             "groups": [{"name": "ee-as", "kind": "availability_set", "vms": ["ee_0", "ee_1", "ee_2"]}]}
+    with spawn_mock(["--quiet", "--no-rate-limit"], arm=True) as mock:
+        mock.control("POST", "fleet", fleet)
+        set_up(mock, subscriptions=(SUB1,))
+        event_id = mock.control("POST", "events", {"event_type": "Reboot", "resources": ["ee_0", "ee_1", "ee_2"],
+                                                   "notice": 900, "duration": 0})["event_id"]
+        # The container sees the project at its own path: the test CA goes there.
+        ca = os.path.join(project, "mock-ca.pem")
+        shutil.copyfile(mock.ca_path, ca)
+        env = dict(AWX_ENV, AZURE_CLOUD_ENVIRONMENT=mock.arm_url, REQUESTS_CA_BUNDLE=ca)
+        text, took = navigator("fleet_maintenance", "azure_imds.scheduled_events.fleet_maintenance", project, mock, logs,
+                               ["-e", "fleet_maintenance_drain_tasks=tasks/fleet_drain.yml",
+                                "-e", "fleet_maintenance_recover_tasks=tasks/fleet_recover.yml",
+                                "-e", "fleet_maintenance_poll_interval=1"]
+                               + [arg for name in sorted(env) for arg in ("--senv", "%s=%s" % (name, env[name]))])
+        audit = mock.control("GET", "audit")
+    for host in ("ee_0", "ee_1", "ee_2"):
+        for step in ("drain", "recover"):
+            if not re.search(r'"msg": "ee-suite fleet %s %s"' % (step, host), text):
+                raise SuiteError("fleet_maintenance did not run the %s of %s" % (step, host))
+    acks = [r for r in audit["arm_requests"] if r["path"].split("?")[0].endswith("/%s/acknowledge" % event_id)]
+    graph = [r for r in audit["arm_requests"] if "Microsoft.ResourceGraph" in r["path"]]
+    ended = [t for t in audit["transitions"] if t["event_id"] == event_id and t["to"] == "removed"]
+    if [r["status"] for r in acks] != [200] or not graph or not ended:
+        raise SuiteError("the mock's audit does not show %s acknowledged once through Resource Manager, read from "
+                         "Resource Graph and completed: acknowledges %s, %d Resource Graph queries, completed %s"
+                         % (event_id, acks, len(graph), ended))
+    say("audit: %s acknowledged by %s through Resource Manager, %d Resource Graph queries, completed at sim %s"
+        % (event_id, acks[0]["principal"], len(graph), ended[0]["sim_time"]))
+    say("fleet_maintenance drained, approved from outside and recovered ee_0, ee_1, ee_2 in %.0f s" % took)
+
+
 def playbook_summary(text):
     """The lines of rolling_maintenance's closing summary task, as the playbook printed them."""
     tail = text[text.rfind("Show what was done to each host"):]
@@ -378,6 +417,7 @@ def suite():
         shutil.copytree(os.path.join(HERE, "project"), project)
         check_report(project, logs)
         check_rolling_maintenance(project, logs)
+        check_fleet_maintenance(project, logs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     say("passed: EE build %.0f s, image %.0f MB, suite %.0f s" % (build_took, size / 1e6, time.monotonic() - began))
