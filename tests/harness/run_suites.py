@@ -172,7 +172,7 @@ CORE_INDEPENDENT_UNITS = (
     "tests/unit/docs/test_azure_facts.py", "tests/unit/docs/test_check_docsite.py",
     "tests/unit/docs/test_generate_reference.py", "tests/unit/docs/test_mock_pages.py",
     "tests/unit/docs/test_support_range.py", "tests/unit/docs/test_troubleshooting_guide.py",
-    "tests/unit/eda/test_event_grid_source.py", "tests/unit/eda/test_transitions.py", "tests/unit/ee",
+    "tests/unit/eda/test_central_event_grid.py", "tests/unit/eda/test_event_grid_source.py", "tests/unit/eda/test_transitions.py", "tests/unit/ee",
     "tests/unit/mock_imds", "tests/unit/monitoring",
     "tests/unit/plugins/module_utils/test_imds_client.py", "tests/unit/plugins/module_utils/test_imds_edges.py",
     "tests/unit/plugins/module_utils/test_imds_events.py", "tests/unit/plugins/module_utils/test_imds_http.py",
