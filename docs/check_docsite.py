@@ -86,11 +86,24 @@ def builtin_labels():
     return labels
 
 
+def core_envvars():
+    """The environment variables of ansible-core's own settings (base.yml), which the Ansible docsite's
+    configuration page defines as envvar targets: plugin pages refer to those a doc fragment names
+    (inventory_cache's ANSIBLE_CACHE_PLUGIN, for instance)."""
+    import ansible.config  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(os.path.dirname(ansible.config.__file__), "base.yml"), encoding="utf-8") as handle:
+        settings = yaml.safe_load(handle)
+    return sorted(set(entry["name"] for setting in settings.values() if isinstance(setting, dict)
+                      for entry in setting.get("env") or () if isinstance(entry, dict) and entry.get("name")))
+
+
 def write_inventory(path):
-    """A Sphinx inventory (version 2) of the Ansible docsite labels we link to."""
+    """A Sphinx inventory (version 2) of the Ansible docsite labels and environment variables we link to."""
     labels = dict(ANSIBLE_LABELS, **builtin_labels())
     # A label's anchor is the id docutils makes of it (common_return_values -> common-return-values).
     body = "".join("%s std:label -1 %s#%s %s\n" % (label, page, make_id(label), label) for label, page in sorted(labels.items()))
+    body += "".join("%s std:envvar -1 %s#envvar-%s -\n" % (name, ANSIBLE_LABELS["ansible_configuration_settings"], name)
+                    for name in core_envvars())
     with open(path, "wb") as handle:
         handle.write(b"# Sphinx inventory version 2\n# Project: Ansible\n# Version: devel\n"
                      b"# The remainder of this file is compressed using zlib.\n")

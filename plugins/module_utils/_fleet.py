@@ -6,7 +6,8 @@
 #
 # The fleet view of Scheduled Events: the Resource Graph query the modules send, a row turned into
 # an event (through _event.py's one normaliser, plus where the event lives), the scheduled-event ARM
-# id taken apart, and the ids of the VMs an event touches. No I/O.
+# id taken apart, and the ids of the VMs an event touches; the filters' checks and the one read that
+# fleet_event_info and the fleet_events inventory plugin share (its I/O is the session's).
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,7 +15,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _event
+from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _azure, _defaults, _edge, _event
 
 # Microsoft.Compute scopes that carry scheduled events, as their ARM type segment.
 SCOPE_TYPES = {
@@ -139,3 +140,54 @@ def events_from_rows(rows, resource_names=None, warnings=None):
             continue
         events.append(event)
     return events
+
+
+FILTERS = ("subscriptions", "resource_groups", "resource_names", "event_types", "event_sources", "event_statuses")
+
+
+def check_filters(params, warn):
+    """fleet_event_info's filters (the FILTERS in params) checked before any request; params gets
+    subscriptions as lower-case GUIDs (None when not given). warn(message) is told of unknown types."""
+    for name in FILTERS:
+        if params.get(name) is not None and len(params[name]) == 0:
+            raise _azure.AzureInputError("%s is an empty list, which would match no event. Leave %s out to not "
+                                         "filter on it." % (name, name))
+    params["subscriptions"] = [_azure.check_guid(s, "subscriptions") for s in params.get("subscriptions") or []] or None
+    for name in ("resource_groups", "resource_names", "event_types"):
+        for value in params.get(name) or []:
+            _azure.check_name(value, name)
+    for event_type in params.get("event_types") or []:
+        if event_type not in _defaults.KNOWN_EVENT_TYPES:
+            warn("event_types: %r is not a Scheduled Events type this collection knows (%s); it is kept in the "
+                 "filter since Azure may add types." % (event_type, ", ".join(_defaults.KNOWN_EVENT_TYPES)))
+
+
+def query_of(params):
+    """The KQL of the filters in params."""
+    return build_query(params.get("event_statuses") or DEFAULT_STATUSES, params.get("resource_groups"),
+                       params.get("event_types"), params.get("event_sources"))
+
+
+def row_problem(row):
+    """Why no VM can be named for a Resource Graph row, or None."""
+    if not isinstance(row, dict):
+        return "is not an object"
+    if parse_event_id(row.get("id")) is None:
+        return "has the id %s, which is not a scheduled event's id" % _edge.short_repr(row.get("id"), 200)
+    return None
+
+
+def read_events(session, params, warnings, placed_only=False):
+    """The events of every page of the query the filters make: (events, subscriptions, query).
+    session is _arm.Session (its query_all does the I/O); warnings gets the rows' warnings. With
+    placed_only, a row no VM can be named for is an AzureError instead of a warning."""
+    subscriptions = params.get("subscriptions") or [session.subscription_id]
+    query = query_of(params)
+    rows = session.query_all(subscriptions, query)
+    for position, row in enumerate(rows if placed_only else (), 1):
+        problem = row_problem(row)
+        if problem:
+            raise _azure.AzureError("Resource Graph row #%d %s, so no VM can be named for it: %s. Resource Graph "
+                                    "answered something this collection does not know; report it with the row."
+                                    % (position, problem, _edge.short_repr(row, 300)))
+    return events_from_rows(rows, params.get("resource_names"), warnings), subscriptions, query

@@ -28,6 +28,7 @@ description:
   - Runs on the controller; the VMs need nothing. Always C(changed=false).
 extends_documentation_fragment:
   - azure_imds.scheduled_events.azure_auth
+  - azure_imds.scheduled_events.fleet_filters
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -38,37 +39,12 @@ attributes:
   platform:
     platforms: posix
 options:
-  subscriptions:
-    description: The subscriptions (GUIDs) to query. Default the signed-in one (O(subscription_id)).
-    type: list
-    elements: str
-  resource_groups:
-    description: Keep only events of these resource groups (compared without regard to case).
-    type: list
-    elements: str
   resource_names:
     description:
       - Keep only events whose C(Resources) name one of these VMs, compared without regard to case
         (filtered after the query).
     type: list
     elements: str
-  event_types:
-    description: Keep only these event types (C(Reboot), C(Redeploy), C(Freeze), C(Preempt), C(Terminate)).
-    type: list
-    elements: str
-  event_sources:
-    description: Keep only events of these sources.
-    type: list
-    elements: str
-    choices: [Platform, User]
-  event_statuses:
-    description:
-      - Keep only events in these statuses. V(Completed) and V(Canceled) give history, which Resource
-        Graph keeps.
-    type: list
-    elements: str
-    choices: [Scheduled, Started, Completed, Canceled]
-    default: [Scheduled, Started]
   include_approvals:
     description:
       - Also read who approved each event from outside the VMs, and when, from the Azure Activity Log
@@ -176,38 +152,20 @@ def argument_spec():
 
 
 def check(module):
-    params = module.params
-    for name in ("subscriptions", "resource_groups", "resource_names", "event_types", "event_sources",
-                 "event_statuses"):
-        if params[name] is not None and len(params[name]) == 0:
-            raise _azure.AzureInputError("%s is an empty list, which would match no event. Leave %s out to not "
-                                         "filter on it." % (name, name))
-    if not 1 <= params["approvals_days"] <= _activity.ACTIVITY_RETENTION_DAYS:
+    _fleet.check_filters(module.params, module.warn)
+    if not 1 <= module.params["approvals_days"] <= _activity.ACTIVITY_RETENTION_DAYS:
         raise _azure.AzureInputError("approvals_days must be from 1 to %d (Azure keeps the Activity Log %d days), got %d."
                                      % (_activity.ACTIVITY_RETENTION_DAYS, _activity.ACTIVITY_RETENTION_DAYS,
-                                        params["approvals_days"]))
-    params["subscriptions"] = [_azure.check_guid(s, "subscriptions") for s in params["subscriptions"] or []] or None
-    for name in ("resource_groups", "resource_names", "event_types"):
-        for value in params[name] or []:
-            _azure.check_name(value, name)
-    for event_type in params["event_types"] or []:
-        if event_type not in _defaults.KNOWN_EVENT_TYPES:
-            module.warn("event_types: %r is not a Scheduled Events type this collection knows (%s); it is kept in "
-                        "the filter since Azure may add types." % (event_type, ", ".join(_defaults.KNOWN_EVENT_TYPES)))
+                                        module.params["approvals_days"]))
 
 
 def read(module, session):
-    params = module.params
-    subscriptions = params["subscriptions"] or [session.subscription_id]
-    query = _fleet.build_query(params["event_statuses"], params["resource_groups"], params["event_types"],
-                               params["event_sources"])
-    rows = session.query_all(subscriptions, query)
     warnings = []
-    events = _fleet.events_from_rows(rows, params["resource_names"], warnings)
+    events, subscriptions, query = _fleet.read_events(session, module.params, warnings)
     for warning in warnings:
         module.warn(warning)
-    if params["include_approvals"]:
-        _activity.join_approvals(events, _activity.read_approvals(session, subscriptions, params["approvals_days"]))
+    if module.params["include_approvals"]:
+        _activity.join_approvals(events, _activity.read_approvals(session, subscriptions, module.params["approvals_days"]))
     module.exit_json(changed=False, events=events, subscriptions=subscriptions, query=query)
 
 

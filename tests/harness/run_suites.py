@@ -158,9 +158,15 @@ def molecule_scenarios():
 #   (the mock, the watcher daemon, the pure event and wait-state code, the docs' own checks), and the
 #   EE test, which runs the image's own ansible-core whichever core runs the test: what they test does
 #   not change with the core;
-# - the docs' walkthroughs and the demo (the README, the guides' playbooks, `make demo`): they check
-#   that our docs say what the collection does, which is the same on every core, while the modules'
-#   and roles' own tests, which do run on every core, hold each core to the same behaviour.
+# - the docs' walkthroughs and the demo (the README, the guides' playbooks, `make demo`, the
+#   control-plane demo): they check that our docs say what the collection does, which is the same on
+#   every core, while the modules' and roles' own tests, which do run on every core, hold each core to
+#   the same behaviour;
+# - the roles' own cases beyond their main path (rolling_maintenance's failed drains, timeouts, gate
+#   mode...; the watcher role without systemd and its notify wiring) and the rulebooks under the real
+#   ansible-rulebook (the engine's decisions and throttles): every playbook's main path runs on every
+#   core (tests/unit/playbooks/test_playbook_runs.py, deploy_watcher included), and the cases add the
+#   role's own decisions on the same tasks. This keeps `make test` within its time on two cores.
 # The hardening tables stay on every core: their bad input goes through each core's argument spec
 # handling before it reaches our checks.
 # A path named here that no longer exists fails the run, and a new test file runs on every core until
@@ -173,8 +179,10 @@ CORE_INDEPENDENT_UNITS = (
     "tests/unit/docs/test_generate_reference.py", "tests/unit/docs/test_mock_pages.py",
     "tests/unit/docs/test_support_range.py", "tests/unit/docs/test_troubleshooting_guide.py",
     "tests/unit/eda/test_central_event_grid.py", "tests/unit/eda/test_eda_configuration.py",
-    "tests/unit/eda/test_event_grid_source.py", "tests/unit/eda/test_transitions.py", "tests/unit/ee",
+    "tests/unit/eda/test_event_grid_source.py", "tests/unit/eda/test_rulebooks.py", "tests/unit/eda/test_transitions.py",
+    "tests/unit/ee",
     "tests/unit/mock_imds", "tests/unit/monitoring",
+    "tests/unit/playbooks/test_control_plane.py", "tests/unit/playbooks/test_rolling_maintenance_cases.py",
     "tests/unit/plugins/module_utils/test_imds_client.py", "tests/unit/plugins/module_utils/test_imds_edges.py",
     "tests/unit/plugins/module_utils/test_imds_events.py", "tests/unit/plugins/module_utils/test_imds_http.py",
     "tests/unit/plugins/module_utils/test_imds_schema.py", "tests/unit/plugins/plugin_utils",
@@ -185,9 +193,9 @@ CORE_INDEPENDENT_UNITS = (
     "tests/unit/watcher/test_hardening_files.py", "tests/unit/watcher/test_hardening_loop.py",
     "tests/unit/watcher/test_hardening_metrics_port.py", "tests/unit/watcher/test_install_files.py", "tests/unit/watcher/test_hardening_processes.py",
     "tests/unit/watcher/test_lifecycle.py", "tests/unit/watcher/test_log_reentrancy.py",
-    "tests/unit/watcher/test_notify.py", "tests/unit/watcher/test_notify_e2e.py",
+    "tests/unit/watcher/test_notify.py", "tests/unit/watcher/test_notify_e2e.py", "tests/unit/watcher/test_notify_role.py",
     "tests/unit/watcher/test_operations.py", "tests/unit/watcher/test_pid_file.py",
-    "tests/unit/watcher/test_policy_auto_approved.py",
+    "tests/unit/watcher/test_policy_auto_approved.py", "tests/unit/watcher/test_role_without_systemd.py",
 )
 
 

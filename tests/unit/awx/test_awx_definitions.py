@@ -135,3 +135,62 @@ def test_every_survey_answer_passes_the_argument_spec(template, question):
     for answer in answers:
         result = validator.validate({name: answer}, validate_role_argument_spec=True)
         assert not result.error_messages, (answer, result.error_messages)
+
+
+# -- the Azure credential of the fleet_maintenance template ------------------------------------------
+
+# AWX's managed credential type "Microsoft Azure Resource Manager" (namespace azure_rm), as defined by
+# awx-plugins (src/awx_plugins/credentials/plugins.py): its input fields, the required ones, and what
+# its injector (src/awx_plugins/credentials/injectors.py, azure_rm) puts in the job's environment.
+AZURE_RM_TYPE = "Microsoft Azure Resource Manager"
+AZURE_RM_FIELDS = ("subscription", "username", "password", "client", "secret", "tenant", "cloud_environment")
+AZURE_RM_REQUIRED = ("subscription",)
+
+
+def azure_rm_injector(inputs):
+    """The environment awx-plugins' injectors.azure_rm sets for a credential's inputs."""
+    env = {"AZURE_SUBSCRIPTION_ID": inputs.get("subscription", "")}
+    if inputs.get("client", "") and inputs.get("tenant", ""):
+        env.update(AZURE_CLIENT_ID=inputs["client"], AZURE_TENANT=inputs["tenant"], AZURE_SECRET=inputs.get("secret", ""))
+    else:
+        env.update(AZURE_AD_USER=inputs.get("username", ""), AZURE_PASSWORD=inputs.get("password", ""))
+    if "cloud_environment" in inputs:
+        env["AZURE_CLOUD_ENVIRONMENT"] = inputs["cloud_environment"]
+    return env
+
+
+def fleet_template():
+    found = [t for t in TEMPLATES if t["playbook"] == "fleet_maintenance.yml"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_the_fleet_maintenance_template_carries_an_azure_resource_manager_credential():
+    credentials = dict((c["name"], c) for c in CONFIG["controller_credentials"])
+    azure = [credentials[name] for name in fleet_template()["credentials"] if name in credentials
+             and credentials[name]["credential_type"] == AZURE_RM_TYPE]
+    assert len(azure) == 1, fleet_template()["credentials"]
+    inputs = azure[0]["inputs"]
+    assert set(inputs) <= set(AZURE_RM_FIELDS), set(inputs) - set(AZURE_RM_FIELDS)
+    assert set(AZURE_RM_REQUIRED) <= set(inputs)
+    # A service principal: client and tenant given, so the injector sets AZURE_CLIENT_ID/SECRET/TENANT.
+    assert sorted(azure_rm_injector(inputs)) == ["AZURE_CLIENT_ID", "AZURE_SECRET", "AZURE_SUBSCRIPTION_ID", "AZURE_TENANT"]
+    # The template runs on the controller in the EE, and may take the event of a rulebook as extra vars.
+    assert fleet_template()["ask_variables_on_launch"] is True
+    assert fleet_template()["allow_simultaneous"] is False
+
+
+def test_what_the_credential_injects_signs_the_modules_in_with_nothing_set_in_the_play():
+    from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _azure
+    inputs = {"subscription": "11111111-1111-1111-1111-111111111111", "client": "app-fleet", "secret": "s3cret",
+              "tenant": "tenant-1", "cloud_environment": "AzureUSGovernment"}
+    env = azure_rm_injector(inputs)
+    # The variables the modules read are the injector's, name for name.
+    assert set(_azure.ENV_VARS.values()) - {"AZURE_PROFILE"} == set(env)
+    # fleet_maintenance passes no sign-in option by default (fleet_maintenance_azure is {}).
+    settings = _azure.sign_in_settings({"auth_source": "auto"}, environ=env, home="/nonexistent")
+    assert (settings["kind"], settings["client_id"], settings["secret"], settings["tenant"], settings["subscription_id"],
+            settings["cloud_environment"]) == ("client_secret", "app-fleet", "s3cret", "tenant-1",
+                                               "11111111-1111-1111-1111-111111111111", "AzureUSGovernment")
+    role = load_yaml(os.path.join(ROOT, "roles", "fleet_maintenance", "defaults", "main.yml"))
+    assert role["fleet_maintenance_azure"] == {}

@@ -18,7 +18,7 @@ from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks imp
     PLAYBOOK_NAMES, PLAYBOOKS, ROLES, load_yaml, play_variables, playbook_options, role_options, roles_of)
 
 # The roles the playbooks were made of; watcher and mock_imds have their own tests.
-PLAYBOOK_ROLES = ("rolling_maintenance", "report", "approve_user_events")
+PLAYBOOK_ROLES = ("rolling_maintenance", "report", "approve_user_events", "fleet_maintenance")
 ROLE_READING_DIRS = ("tasks", "handlers", "templates", "vars")
 
 
@@ -39,7 +39,8 @@ def role_files(role):
 def test_each_playbook_runs_one_role():
     assert dict((name, roles_of(name)) for name in PLAYBOOK_NAMES) == {
         "rolling_maintenance": ["rolling_maintenance"], "report": ["report"],
-        "approve_user_events": ["approve_user_events"], "deploy_watcher": ["watcher"]}
+        "approve_user_events": ["approve_user_events"], "deploy_watcher": ["watcher"],
+        "fleet_maintenance": ["fleet_maintenance"]}
 
 
 @pytest.mark.parametrize("name", PLAYBOOK_NAMES)
