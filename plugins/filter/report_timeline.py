@@ -17,7 +17,7 @@ description:
     draws (a row per VM; each event's notice and impact window, in percent of the axis; who approved it).
   - Only times Azure gives are drawn. A Scheduled event has its notice left (from O(now) to C(NotBefore))
     and its expected impact (C(NotBefore) plus C(DurationInSeconds)); an event approved through Resource
-    Manager has its impact from the approval in the Activity Log. Resource Graph keeps no other time:
+    Manager has its impact from the approval in the Activity Log. Resource Graph keeps no other time;
     any other started or ended event is listed undated.
   - Text from outside (names, descriptions, callers) comes back without NUL, other control characters or
     lone surrogates; it still needs HTML escaping where it is written.

@@ -49,7 +49,7 @@ options:
     description:
       - Also read who approved each event from outside the VMs, and when, from the Azure Activity Log
         of each subscription (records of C(Microsoft.Maintenance/scheduledevents/acknowledge/action) with
-        their C(caller) and C(eventTimestamp)), and return them in each event's RV(events[].approvals).
+        their C(caller) and C(eventTimestamp)), and return them in each event's C(approvals) (see RV(events)).
       - Resource Graph's rows carry no approver. An approval sent to IMDS from inside a VM is in no log
         Azure keeps; such an event, and one never approved (it starts at C(NotBefore)), has no approvals.
       - Needs read access to the Activity Log (the Reader role on the subscriptions).

@@ -46,7 +46,9 @@ COMPUTE_VM_REST = "https://learn.microsoft.com/rest/api/compute/virtual-machines
 ARG_OVERVIEW = "https://learn.microsoft.com/azure/governance/resource-graph/overview"
 ARG_THROTTLING = "https://learn.microsoft.com/azure/governance/resource-graph/concepts/guidance-for-throttled-requests"
 ARG_PAGING = "https://learn.microsoft.com/azure/governance/resource-graph/concepts/paging-results"
-CONTROL_PLANE_PAGES = (OVERVIEW, RESOURCE_GRAPH, EVENT_GRID, COMPUTE_VM_REST, ARG_OVERVIEW, ARG_THROTTLING, ARG_PAGING)
+ACTIVITY_LOG = "https://learn.microsoft.com/azure/azure-monitor/platform/activity-log"
+CONTROL_PLANE_PAGES = (OVERVIEW, RESOURCE_GRAPH, EVENT_GRID, COMPUTE_VM_REST, ARG_OVERVIEW, ARG_THROTTLING, ARG_PAGING,
+                       ACTIVITY_LOG)
 # A sentence of a page's opening paragraphs, before its first heading, has no anchor of its own.
 INTRODUCTION = "introduction"
 # What the docs say that Microsoft does not document carries this marker.
@@ -564,10 +566,13 @@ FACTS = [
          {FACTS_PAGE: "reports such an event in already without acknowledging it"}),
     Fact("This works well for centralized control systems where failover decisions need to be made by a single "
          "controller.", OVERVIEW + "#event-grid-system-topic", "Event Grid System Topic",
-         {FACTS_PAGE: "the collection does not read it yet"}),
+         {FACTS_PAGE: "the event source ``event_grid`` is the webhook of a subscription to it"}),
     Fact("ARG is helpful when you want to do large-scale queries about events across the history of all the VMs in "
          "your subscription or for its integration with other tools.", OVERVIEW + "#azure-resource-graph",
          "Azure Resource Graph", {CONTROL_PLANE: "one query sees a whole fleet"}),
+    Fact("Activity log events are retained in Azure for 90 days and then deleted.", ACTIVITY_LOG + "#retention-period",
+         "Retention period", {FACTS_PAGE: "who acknowledged an event through Resource Manager, and when",
+                              "plugins/module_utils/_activity.py": "ACTIVITY_RETENTION_DAYS = 90"}),
 ]
 
 # Where a sentence may be marked as Microsoft's.
