@@ -172,4 +172,3 @@ def report_timeline(fleet_events, imds_events=None, now=None, history_days=7, vm
         "event_count": len(placed),
         "unknown_approval": UNKNOWN_APPROVAL,
     }
-

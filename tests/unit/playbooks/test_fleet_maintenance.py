@@ -80,7 +80,7 @@ def hosts(mock_url):
         "db0.example.com": {"fleet_maintenance_vm_name": "db0"},
     }
     for name, hostvars in found.items():
-        hostvars.update(mark_vm=name.split(".")[0], mock_url=mock_url, ansible_connection="local",
+        hostvars.update(mark_vm=name.split(".", maxsplit=1)[0], mock_url=mock_url, ansible_connection="local",
                         ansible_python_interpreter=sys.executable)
     return {"fleet": {"hosts": found}}
 

@@ -129,8 +129,8 @@ def run_report(handle, workdir):
     """The report playbook on localhost only, from Azure alone, signed in as AWX's Azure credential does it."""
     extra = {"report_hosts": "localhost", "report_imds": False, "report_resource_graph": True,
              "report_subscriptions": [SUB1], "report_dir": str(workdir / "out")}
-    inventory = {"all": {"hosts": {"localhost": {"ansible_connection": "local",
-                                                  "ansible_python_interpreter": sys.executable}}}}
+    localhost = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = {"all": {"hosts": {"localhost": localhost}}}
     return playbook(os.path.join(ROOT, "playbooks", "report.yml"), handle, workdir, extra, inventory=inventory)
 
 

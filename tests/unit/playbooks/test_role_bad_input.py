@@ -40,7 +40,7 @@ EVENT_CASES = [
     ("fleet_maintenance_event-no_id", "fleet_maintenance_event",
      {"fleet_maintenance_event": dict((k, v) for k, v in EVENT.items() if k != "id")}),
     ("fleet_maintenance_event-vm_id", "fleet_maintenance_event",
-     {"fleet_maintenance_event": dict(EVENT, id=EVENT["id"].split("/providers/Microsoft.Maintenance")[0])}),
+     {"fleet_maintenance_event": dict(EVENT, id=EVENT["id"].split("/providers/Microsoft.Maintenance", maxsplit=1)[0])}),
     ("fleet_maintenance_event-resources_text", "fleet_maintenance_event",
      {"fleet_maintenance_event": dict(EVENT, resources="vm0")}),
     ("ansible_eda-no_scheduled_event", "ansible_eda.event",
@@ -57,8 +57,7 @@ def cases(role):
                 yield "%s-%s" % (name, label), name, {name: value}
         yield "%s-above_maximum" % name, name, {name: RANGES[role][name]["maximum"] + 1}
     if role == "fleet_maintenance":
-        for case in EVENT_CASES:
-            yield case
+        yield from EVENT_CASES
 
 
 CASES = dict((role, list(cases(role))) for role in ROLES)

@@ -142,4 +142,3 @@ class ActivityLog(object):
                                   "?api-version=2015-04-01&$filter=%s&$skipToken=%s"
                                   % (self.arm_base_url, subscription, quote(text, safe=""), token))
         return Response(200, _json_bytes(answer))
-
