@@ -319,7 +319,7 @@ class ImdsClient:
                 # A kept-alive connection the server closed meanwhile: not a failure, reconnect once.
                 return self._send_once(request, deadline)
             raise AttemptFailed(Failure(Failure.DROPPED, "connection dropped mid-request: %s"
-                                         % _describe_exc(exc)))
+                                        % _describe_exc(exc)))
 
     @staticmethod
     def _arm(conn, deadline):

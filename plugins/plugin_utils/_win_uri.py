@@ -121,4 +121,3 @@ class WinUriExchange:
             raise AttemptFailed(_retry.Failure(_retry.Failure.READ_TIMEOUT, "no time left for a request"))
         self.requests += 1
         return response_from(self._execute(args), request)
-
