@@ -76,6 +76,11 @@ class WinUriPath:
     """The win_uri path of an action plugin (mixed into it before ActionBase): which path a task
     takes, and the Runtime that runs a module's code here with each request done by win_uri."""
 
+    # Class attributes so that tests can replace the clocks on an instance.
+    _clock = staticmethod(time.monotonic)
+    _sleep = staticmethod(time.sleep)
+    _wall_clock = staticmethod(time.time)
+
     def uses_win_uri(self, choice=None):
         """Whether this task takes the win_uri path: imds_transport, else the host's shell."""
         choice = choice if choice is not None else self._task.args.get("imds_transport")
@@ -116,10 +121,6 @@ class ImdsModuleAction(WinUriPath, ActionBase):
 
     MODULE = None
     EXECUTE = None
-    # Class attributes so that tests can replace the clocks on an instance.
-    _clock = staticmethod(time.monotonic)
-    _sleep = staticmethod(time.sleep)
-    _wall_clock = staticmethod(time.time)
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}

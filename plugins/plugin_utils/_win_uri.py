@@ -77,7 +77,7 @@ def win_uri_args(request, deadline):
     return args
 
 
-def response_from(result, request):
+def response_from(result, request, budget=None):
     """win_uri's result as the client's Response; a failed request as AttemptFailed of its kind."""
     if result.get("failed"):
         msg = str(result.get("msg") or "")
@@ -91,7 +91,11 @@ def response_from(result, request):
             kind = _retry.Failure.CONNECT
         else:
             kind = _retry.Failure.DROPPED
-        raise AttemptFailed(_retry.Failure(kind, "%s on the host: %s" % (WIN_URI, msg)))
+        detail = "%s on the host: %s" % (WIN_URI, msg)
+        if kind == _retry.Failure.READ_TIMEOUT and budget is not None:
+            # As the module path says it; win_uri's own timeout is whole seconds, rounded up.
+            detail = "no complete answer within %.1fs (%s)" % (budget, detail)
+        raise AttemptFailed(_retry.Failure(kind, detail))
     status = result.get("status_code")
     if isinstance(status, bool) or not isinstance(status, int):
         raise WinUriUnavailable("%s returned no status_code for %s %s (got %r)."
@@ -116,8 +120,9 @@ class WinUriExchange:
         self.requests = 0
 
     def __call__(self, request, deadline):
+        budget = deadline.remaining()
         args = win_uri_args(request, deadline)
         if args is None:
             raise AttemptFailed(_retry.Failure(_retry.Failure.READ_TIMEOUT, "no time left for a request"))
         self.requests += 1
-        return response_from(self._execute(args), request)
+        return response_from(self._execute(args), request, budget)
