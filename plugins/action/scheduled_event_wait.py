@@ -3,9 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 #
 # Controller side of azure_imds.scheduled_events.scheduled_event_wait; its documentation is
-# plugins/modules/scheduled_event_wait.py. The waiting itself happens on the managed host, inside
-# runs of scheduled_event_info that watch IMDS for up to a chunk of time each: one module run per
-# poll would cost a Python start on the host every second.
+# plugins/modules/scheduled_event_wait.py. On a Linux host the waiting itself happens on the host,
+# inside runs of scheduled_event_info that watch IMDS for up to a chunk of time each: one module run
+# per poll would cost a Python start on the host every second. On a Windows host the same chunk runs
+# scheduled_event_info's code here, each poll one run of ansible.windows.win_uri on the host
+# (plugin_utils/_host_module.py); the Waiter sees the same results either way.
 
 from __future__ import absolute_import, division, print_function
 
@@ -21,7 +23,8 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import _defaults, _edge, _options
-from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils import _wait_state
+from ansible_collections.azure_imds.scheduled_events.plugins.modules import scheduled_event_info
+from ansible_collections.azure_imds.scheduled_events.plugins.plugin_utils import _host_module, _wait_state
 
 display = Display()
 
@@ -117,7 +120,7 @@ class _ModuleRun:
             self.error = exc
 
 
-class ActionModule(ActionBase):
+class ActionModule(_host_module.WinUriPath, ActionBase):
 
     TRANSFERS_FILES = False
     _supports_check_mode = True
@@ -131,6 +134,8 @@ class ActionModule(ActionBase):
     _original_connection_timeout = None
     _in_flight = None
     _progress = None
+    # The Runtime of scheduled_event_info's code run here on the win_uri path; None on the module path.
+    _controller_runtime = None
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -147,6 +152,8 @@ class ActionModule(ActionBase):
                                     since_incarnation=args["since_incarnation"])
         except (_edge.ImdsInputError, _wait_state.WaitInputError) as exc:
             raise AnsibleActionFail(to_text(exc))
+        if self.uses_win_uri(args["imds_transport"]):
+            self._controller_runtime = self.controller_runtime(task_vars)
 
         waiter = _wait_state.Waiter(
             goal,
@@ -224,6 +231,9 @@ class ActionModule(ActionBase):
 
     def _execute_info_module(self, module_args, task_vars):
         try:
+            if self._controller_runtime is not None:
+                return _host_module.run_on_controller(scheduled_event_info, scheduled_event_info.read, module_args,
+                                                      self._task.check_mode, self._controller_runtime)
             return self._execute_module(module_name=INFO_MODULE, module_args=module_args, task_vars=task_vars)
         except AnsibleConnectionFailure as exc:
             return dict(unreachable=True, msg=to_text(exc))

@@ -65,6 +65,22 @@ options:
       - When omitted, it is read from IMDS (C(/metadata/instance/compute/name)), which is right for
         scale set instances whose computer name differs from the VM name.
     type: str
+  imds_transport:
+    description:
+      - How the requests to IMDS are made on the managed host.
+      - V(module) runs this collection's Python module on the host, which sends the requests
+        itself (Linux hosts; the host needs Python 3).
+      - V(win_uri) is for Windows hosts, which run no Python. Each request is one run of
+        M(ansible.windows.win_uri) on the host (without a proxy, following no redirect, with
+        the header C(Metadata) set to C(true), the request's own timeout and every status returned to the controller);
+        everything else (retries, C(Retry-After), the deadlines, reading the document, the filters,
+        the leader rule, approving, waiting) runs on the controller with the same code as V(module).
+        It needs the C(ansible.windows) collection on the controller. E(AZURE_IMDS_URL) is then read
+        from the task's C(environment), not from the host.
+      - V(auto) takes V(win_uri) for a host whose shell is PowerShell, V(module) for any other.
+    type: str
+    default: auto
+    choices: [auto, module, win_uri]
 """
 
     # The event filters shared by scheduled_event_info, scheduled_event_approve and

@@ -66,6 +66,10 @@ MAX_NESTING = 32
 CONNECT_RETRY_WINDOW = 5.0
 
 USER_AGENT = "azure_imds.scheduled_events"
+# imds_transport: how requests reach IMDS. auto: win_uri on a host whose shell is PowerShell, else
+# module (this collection's Python module on the host).
+IMDS_TRANSPORTS = ("auto", "module", "win_uri")
+DEFAULT_IMDS_TRANSPORT = "auto"
 # IMDS documents that 410 may go on for up to 70 s; the default retry_timeout covers that and a
 # shorter one is the caller's explicit choice.
 GONE_RETRY_SECONDS = 70.0

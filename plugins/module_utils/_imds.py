@@ -68,12 +68,34 @@ def resolve_base_url(explicit=None, environ=None):
 # The client
 # --------------------------------------------------------------------------------------------
 
-class _Response:
+class Request:
+    """One HTTP request as the client means it: method, the full url, target (the path and query
+    http.client sends), headers and body (text or None)."""
+
+    def __init__(self, method, url, target, headers, body):
+        self.method = method
+        self.url = url
+        self.target = target
+        self.headers = headers
+        self.body = body
+
+
+class Response:
+    """One HTTP answer: status, reason, headers as (name, value) pairs, body (bytes or text)."""
+
     def __init__(self, status, reason, headers, body):
         self.status = status
         self.reason = reason
         self.headers = headers
         self.body = body
+
+
+def request_headers(body):
+    """The headers of every request to IMDS, whoever sends it."""
+    headers = {"Metadata": "true", "User-Agent": USER_AGENT}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    return headers
 
 
 def _imds_error_text(body):
@@ -182,7 +204,8 @@ class ImdsClient:
 
     def __init__(self, base_url=None, api_version=DEFAULT_API_VERSION, request_timeout=DEFAULT_REQUEST_TIMEOUT,
                  retry_timeout=DEFAULT_RETRY_TIMEOUT, connect_timeout=DEFAULT_CONNECT_TIMEOUT,
-                 clock=None, sleep=None, rng=None, environ=None, wall_clock=None, connection_factory=None):
+                 clock=None, sleep=None, rng=None, environ=None, wall_clock=None, connection_factory=None,
+                 exchange=None):
         self.base_url = resolve_base_url(base_url, environ)
         self.api_version = validate_api_version(api_version)
         self.request_timeout = check_number(request_timeout, "request_timeout", MIN_REQUEST_TIMEOUT, MAX_TIMEOUT)
@@ -193,6 +216,10 @@ class ImdsClient:
         self._wall_clock = wall_clock or time.time
         self._policy = RetryPolicy(rng)
         self._connection_factory = connection_factory or self._make_connection
+        #: The one HTTP exchange, exchange(request, deadline) -> Response, raising AttemptFailed: by
+        #: default http.client from this process; the action plugins give one that runs
+        #: ansible.windows.win_uri on a Windows host. Retries, deadlines and parsing stay here.
+        self._exchange = exchange or self._send_once
         parts = urlsplit(self.base_url)
         self._scheme = parts.scheme
         self._host = parts.hostname
@@ -249,11 +276,11 @@ class ImdsClient:
         cls = _HTTPSConnection if self._scheme == "https" else _HTTPConnection
         return cls(self._host, self._port, timeout=timeout)
 
-    def _send_once(self, method, path_and_query, body, deadline):
-        """One HTTP exchange within deadline. Returns _Response or raises a Failure-carrying _AttemptFailed."""
+    def _send_once(self, request, deadline):
+        """One HTTP exchange within deadline. Returns Response or raises a Failure-carrying AttemptFailed."""
         budget = deadline.remaining()
         if budget <= 0:
-            raise _AttemptFailed(Failure(Failure.READ_TIMEOUT, "no time left for a request"))
+            raise AttemptFailed(Failure(Failure.READ_TIMEOUT, "no time left for a request"))
         reused = self._connection is not None
         if not reused:
             connect_timeout = min(self.connect_timeout, budget)
@@ -262,40 +289,37 @@ class ImdsClient:
                 conn.connect()
             except socket.timeout:
                 conn.close()
-                raise _AttemptFailed(Failure(Failure.CONNECT, "connect timed out after %.1fs" % connect_timeout))
+                raise AttemptFailed(Failure(Failure.CONNECT, "connect timed out after %.1fs" % connect_timeout))
             except (OSError, http_client.HTTPException, UnicodeError) as exc:
                 conn.close()
-                raise _AttemptFailed(Failure(Failure.CONNECT, "connection failed: %s" % _describe_exc(exc)))
+                raise AttemptFailed(Failure(Failure.CONNECT, "connection failed: %s" % _describe_exc(exc)))
             self._connection = conn
         conn = self._connection
-        headers = {"Metadata": "true", "User-Agent": USER_AGENT}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
         try:
             self._arm(conn, deadline)
-            conn.request(method, path_and_query, body=body, headers=headers)
+            conn.request(request.method, request.target, body=request.body, headers=request.headers)
             self._arm(conn, deadline)
             response = conn.getresponse()
             data = self._read_body(response, deadline)
-            result = _Response(response.status, response.reason, response.getheaders(), data)
+            result = Response(response.status, response.reason, response.getheaders(), data)
             if response.will_close:
                 self.close()
             return result
-        except _AttemptFailed:
+        except AttemptFailed:
             self.close()
             raise
         except socket.timeout:
             self.close()
-            raise _AttemptFailed(Failure(Failure.READ_TIMEOUT, "no complete answer within %.1fs" % budget))
+            raise AttemptFailed(Failure(Failure.READ_TIMEOUT, "no complete answer within %.1fs" % budget))
         except (http_client.HTTPException, OSError, ValueError) as exc:
             # ValueError: http.client's own parsing of a mangled status line or header.
             self.close()
             stale = isinstance(exc, (http_client.RemoteDisconnected, BrokenPipeError, ConnectionResetError))
             if reused and stale and self.resend_on_stale_connection:
                 # A kept-alive connection the server closed meanwhile: not a failure, reconnect once.
-                return self._send_once(method, path_and_query, body, deadline)
-            raise _AttemptFailed(Failure(Failure.DROPPED, "connection dropped mid-request: %s"
-                                         % _describe_exc(exc)))
+                return self._send_once(request, deadline)
+            raise AttemptFailed(Failure(Failure.DROPPED, "connection dropped mid-request: %s"
+                                        % _describe_exc(exc)))
 
     @staticmethod
     def _arm(conn, deadline):
@@ -314,7 +338,7 @@ class ImdsClient:
         """The body, read in chunks with the deadline checked before each, and refused past MAX_BODY_BYTES."""
         declared = response.getheader("Content-Length") if hasattr(response, "getheader") else None
         if declared is not None and declared.strip().isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise _AttemptFailed(_too_large("announced %s bytes" % declared.strip()))
+            raise AttemptFailed(too_large("announced %s bytes" % declared.strip()))
         chunks = []
         size = 0
         while True:
@@ -325,12 +349,12 @@ class ImdsClient:
                 return b"".join(chunks)
             size += len(chunk)
             if size > MAX_BODY_BYTES:
-                raise _AttemptFailed(_too_large("sent more than %d bytes" % MAX_BODY_BYTES))
+                raise AttemptFailed(too_large("sent more than %d bytes" % MAX_BODY_BYTES))
             chunks.append(chunk)
 
     def _request(self, method, path, query, body=None, parse=None, deadline=None):
         url = self.url(path, query)
-        path_and_query = self._prefix + path + "?" + urlencode(query)
+        request = Request(method, url, self._prefix + path + "?" + urlencode(query), request_headers(body), body)
         start = self._clock()
         outer = deadline if deadline is not None else Deadline(MAX_TIMEOUT * 2, self._clock)
         retries_until = outer.sooner(self.retry_timeout)
@@ -343,7 +367,7 @@ class ImdsClient:
             attempt_no += 1
             attempt_deadline = (outer if attempt_no == 1 else retries_until).sooner(self.request_timeout)
             try:
-                response = self._send_once(method, path_and_query, body, attempt_deadline)
+                response = self._exchange(request, attempt_deadline)
                 failure = self._classify(response, url)
                 if failure is None:
                     if parse is None:
@@ -352,7 +376,7 @@ class ImdsClient:
                         return parse(response.body, url=url)
                     except ImdsResponseError as exc:
                         failure = Failure(Failure.BAD_BODY, str(exc), status=200)
-            except _AttemptFailed as exc:
+            except AttemptFailed as exc:
                 failure = exc.failure
             self.last_failures.append(failure)
             rule = retry_rule_for(failure)
@@ -454,9 +478,9 @@ class ImdsClient:
         return ImdsTimeoutError(text, url=url, status=failure.status, imds_error=failure.imds_error, hint=hint)
 
 
-class _AttemptFailed(Exception):
+class AttemptFailed(Exception):
     def __init__(self, failure):
-        super(_AttemptFailed, self).__init__(failure.detail)
+        super(AttemptFailed, self).__init__(failure.detail)
         self.failure = failure
 
 
@@ -465,7 +489,7 @@ def _describe_exc(exc):
     return "%s (%s)" % (text, exc.__class__.__name__) if str(exc) else text
 
 
-def _too_large(detail):
+def too_large(detail):
     return Failure(Failure.TOO_LARGE, detail, status=200)
 
 

@@ -19,26 +19,37 @@ from ansible_collections.azure_imds.scheduled_events.plugins.module_utils import
 
 
 class Runtime:
-    """The clocks and the transport of one module run. Unit tests pass fakes, so nothing waits."""
+    """The clocks and the transport of one module run. Unit tests pass fakes, so nothing waits.
 
-    def __init__(self, clock=None, sleep=None, wall_clock=None, connection_factory=None, rng=None):
+    The action plugins run the same module code on the controller for a Windows host: they pass
+    the exchange that sends each request through ansible.windows.win_uri and environ, the task's
+    environment (where $AZURE_IMDS_URL is looked up instead of the controller's)."""
+
+    def __init__(self, clock=None, sleep=None, wall_clock=None, connection_factory=None, rng=None,
+                 exchange=None, environ=None):
         self.clock = clock or time.monotonic
         self.sleep = sleep or time.sleep
         self.wall_clock = wall_clock or time.time
         self.connection_factory = connection_factory
         self.rng = rng
+        self.exchange = exchange
+        self.environ = environ
 
     def client(self, params):
         return _options.client_from_params(params, clock=self.clock, sleep=self.sleep, wall_clock=self.wall_clock,
-                                           connection_factory=self.connection_factory, rng=self.rng)
+                                           connection_factory=self.connection_factory, rng=self.rng,
+                                           exchange=self.exchange, environ=self.environ)
 
 
-def run(module, execute, runtime=None):
-    """Call execute(module, client, runtime); every error of the client ends as one fail_json."""
+def run(module, execute, runtime=None, raw_args=None):
+    """Call execute(module, client, runtime); every error of the client ends as one fail_json.
+
+    raw_args are the options before type conversion; a module run reads them from its input, the
+    controller passes the task's."""
     runtime = runtime or Runtime()
     client = None
     try:
-        _options.check_numbers(module.params, _options.raw_module_args())
+        _options.check_numbers(module.params, _options.raw_module_args() if raw_args is None else raw_args)
         for warning in _options.check_filters(module.params):
             module.warn(warning)
         client = runtime.client(module.params)

@@ -22,6 +22,8 @@ def imds_argument_spec():
         request_timeout=dict(type="float", default=_defaults.DEFAULT_REQUEST_TIMEOUT),
         retry_timeout=dict(type="float", default=_defaults.DEFAULT_RETRY_TIMEOUT),
         resource_name=dict(type="str"),
+        imds_transport=dict(type="str", default=_defaults.DEFAULT_IMDS_TRANSPORT,
+                            choices=list(_defaults.IMDS_TRANSPORTS)),
     )
 
 

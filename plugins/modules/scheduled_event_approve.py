@@ -38,7 +38,7 @@ attributes:
         waits for other tenants), so there is no before and after to compare; RV(approved) is the
         preview in check mode.
   platform:
-    platforms: posix
+    platforms: [posix, windows]
 options:
   this_host_only:
     description:

@@ -19,6 +19,8 @@ description:
     filters, normalised and sorted by C(NotBefore).
   - IMDS answers only from inside the VM, so this module runs on the managed VM. It needs nothing
     there but Python 3.
+  - On a Windows VM (see O(imds_transport)) the module's work runs on the controller and each request
+    to IMDS is one run of M(ansible.windows.win_uri) on the VM.
   - Events of an availability set or scale set placement group are shown to every VM of the group;
     RV(events[].affects_this_host) and O(this_host_only) tell those that name this VM.
   - Optionally (O(changed_since), O(max_wait)) it blocks on the host until the document changes,
@@ -35,7 +37,7 @@ attributes:
   diff_mode:
     support: none
   platform:
-    platforms: posix
+    platforms: [posix, windows]
 options:
   this_host_only:
     description:

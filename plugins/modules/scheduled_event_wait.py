@@ -56,7 +56,7 @@ attributes:
   diff_mode:
     support: none
   platform:
-    platforms: posix
+    platforms: [posix, windows]
 options:
   state:
     description:

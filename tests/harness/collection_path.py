@@ -25,6 +25,9 @@ NAME = "scheduled_events"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 TAIL = ("ansible_collections", NAMESPACE, NAME)
 FARM = os.path.join(".cache", "pytest-collections")
+# ansible.windows, read by the test that holds the stand-in of win_uri to the real one's documentation.
+WINDOWS_COLLECTIONS = os.path.join(".cache", "windows-collections")
+CACHED_FOR_TESTS = (WINDOWS_COLLECTIONS,)
 
 
 def collections_dir(root=ROOT):
@@ -70,6 +73,10 @@ def copy_for_ansible_test(build, root=ROOT):
         dst = os.path.join(copy, rel)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copy2(os.path.join(root, rel), dst, follow_symlinks=False)
+    # What tests read from the checkout's .cache besides the tree (tests/harness/prepare.d puts it there).
+    for cached in CACHED_FOR_TESTS:
+        if os.path.isdir(os.path.join(root, cached)):
+            shutil.copytree(os.path.join(root, cached), os.path.join(copy, cached), symlinks=True)
     # The copy sits inside this checkout's work tree, where git ignores it; ansible-test asks git
     # which files exist, so the copy gets a repository of its own.
     subprocess.run(["git", "init", "-q"], cwd=copy, check=True)

@@ -186,6 +186,9 @@ CORE_INDEPENDENT_UNITS = (
     "tests/unit/plugins/module_utils/test_imds_client.py", "tests/unit/plugins/module_utils/test_imds_edges.py",
     "tests/unit/plugins/module_utils/test_imds_events.py", "tests/unit/plugins/module_utils/test_imds_http.py",
     "tests/unit/plugins/module_utils/test_imds_schema.py", "tests/unit/plugins/plugin_utils",
+    # The win_uri path end to end (minutes of real time against the mock; the module path's own
+    # targets run on every core) and the stand-in against win_uri's documentation.
+    "tests/unit/plugins/action/test_win_uri_standin.py", "tests/unit/plugins/action/test_windows_path_targets.py",
     "tests/unit/test_defaults.py", "tests/unit/test_isolation.py",
     "tests/unit/watcher/test_clock_steps.py", "tests/unit/watcher/test_config_state.py",
     "tests/unit/watcher/test_daemon.py", "tests/unit/watcher/test_decisions.py", "tests/unit/watcher/test_e2e_mock.py",

@@ -54,6 +54,9 @@ class FakeConnection:
         self.timeouts_set = []
         self._shell = mock.MagicMock()
         self._shell.tmpdir = None
+        # A POSIX shell, as the sh plugin says (a PowerShell one takes the win_uri path).
+        self._shell.SHELL_FAMILY = "sh"
+        self._shell._IS_WINDOWS = False
 
     def get_option(self, name):
         if name not in self.options:
