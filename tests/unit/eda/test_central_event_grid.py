@@ -204,9 +204,8 @@ def test_central_event_grid_runs_one_job_template_per_event(mock, rulebook):
     sent = delivered(records)
     assert all(r["attempt"] == 1 and r["status"] == 200 for r in records if r["kind"] == "notification")
     statuses = sorted((e, s) for _i, e, s in sent)
-    assert statuses == sorted([(reboot, "Scheduled")] + [(e, s) for e in (reboot, freeze, redeploy)
-                                                             for s in ("Scheduled", "Started", "Completed")]
-                              + [(last, "Scheduled")])
+    every_status = [(e, s) for e in (reboot, freeze, redeploy) for s in ("Scheduled", "Started", "Completed")]
+    assert statuses == sorted([(reboot, "Scheduled")] + every_status + [(last, "Scheduled")])
     # Nothing lost, nothing twice: each Event Grid id reached the rules once (the duplicate copy
     # was dropped by the source), and so did the resent one.
     ids = [i for i, _e, _s in sent]
@@ -355,8 +354,8 @@ def test_handshakes_a_stale_secret_retries_and_nothing_lost_through_the_source(m
         assert refused.value.status == 400
         handshakes = dict((r["name"], r) for r in mock.eventgrid_deliveries() if r["kind"] == "handshake")
         assert [(handshakes[n]["method"], handshakes[n]["status"], handshakes[n]["outcome"]) for n in
-                ("eg-hook", "ce-hook", "stale-hook", "nosecret-hook")] == [("POST", 200, "validated"), ("OPTIONS", 200, "validated"),
-                                                        ("POST", 200, "validated"), ("POST", 401, "failed")]
+                ("eg-hook", "ce-hook", "stale-hook", "nosecret-hook")] == [
+            ("POST", 200, "validated"), ("OPTIONS", 200, "validated"), ("POST", 200, "validated"), ("POST", 401, "failed")]
         subscribers = (egs["id"], ces["id"], stale["id"])
 
         # A Reboot of the scale set, its notification sent twice; two events together (a batch).
