@@ -24,6 +24,7 @@ make bench runs it):
 """
 
 import argparse
+import calendar
 import json
 import os
 import shutil
@@ -109,13 +110,18 @@ def task_starts(path):
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def emitted_at(log, event_id):
-    """When the source logged the event's scheduled transition (ansible-rulebook logs local time)."""
+def emitted_at(log, text):
+    """When the source logged a line holding text (ansible-rulebook logs local time)."""
     for line in log.splitlines():
-        if line.endswith("scheduled_events: scheduled %s (Reboot)" % event_id):
+        if text in line:
             stamp, millis = line[:23].split(",")
             return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(millis) / 1000.0
     return None
+
+
+def audit_time(stamp):
+    """The epoch of one of the mock's audit times (2026-11-27T08:56:32.943Z, UTC)."""
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + int(stamp[20:23]) / 1000.0
 
 
 def stop(process):
@@ -136,7 +142,9 @@ def environment(workdir, mock):
     return env
 
 
-def latency(mock, workdir, events):
+def write_files(workdir, source):
+    """The callback plugin, the one-task playbook, a rulebook of the source (a dict: its name and
+    options) whose rule runs that playbook for each scheduled event, an inventory of VM."""
     os.makedirs(os.path.join(workdir, "callback_plugins"))
     with open(os.path.join(workdir, "callback_plugins", "eda_bench_times.py"), "w") as handle:
         handle.write(CALLBACK)
@@ -145,46 +153,76 @@ def latency(mock, workdir, events):
     with open(playbook, "w") as handle:
         json.dump(PLAYBOOK, handle)
     rulebook = json.loads(json.dumps(RULEBOOK).replace('"PLAYBOOK"', json.dumps(playbook)))
+    rulebook[0]["sources"] = [source]
     with open(os.path.join(workdir, "rulebook.yml"), "w") as handle:
         json.dump(rulebook, handle)
     with open(os.path.join(workdir, "inventory.yml"), "w") as handle:
         json.dump({"all": {"hosts": {VM: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}},
                   handle)
-    env = environment(workdir, mock)
-    log_path = os.path.join(workdir, "rulebook.log")
-    with open(log_path, "wb") as log:
-        engine = subprocess.Popen([tool("ansible-rulebook"), "-r", "rulebook.yml", "-i", "inventory.yml", "-v"], cwd=workdir,
-                                  env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-    try:
-        def log_text():
-            if engine.poll() is not None:
-                with open(log_path, "rb") as handle:
-                    raise SystemExit("eda_latency: ansible-rulebook ended (exit %s):\n%s"
-                                     % (engine.returncode, handle.read().decode("utf-8", "replace")[-3000:]))
-            with open(log_path, "rb") as handle:
-                return handle.read().decode("utf-8", "replace")
 
+
+class Engine(object):
+    """ansible-rulebook -v on the rulebook of write_files, in the background; log() is its output so
+    far (and ends the bench if it died)."""
+
+    def __init__(self, workdir, env):
+        self.log_path = os.path.join(workdir, "rulebook.log")
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen([tool("ansible-rulebook"), "-r", "rulebook.yml", "-i", "inventory.yml", "-v"],
+                                            cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid = self.process.pid
+
+    def log(self):
+        if self.process.poll() is not None:
+            with open(self.log_path, "rb") as handle:
+                raise SystemExit("eda_latency: ansible-rulebook ended (exit %s):\n%s"
+                                 % (self.process.returncode, handle.read().decode("utf-8", "replace")[-3000:]))
+        with open(self.log_path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+
+    def stop(self):
+        stop(self.process)
+
+
+def timed_events(mock, engine, env, events, seen_line):
+    """Add events Reboots of VM one after the other, each once the playbook of the one before ran.
+    For each: (before, changed, seen, first task, EventId), epochs: just before the control call that adds it,
+    its transition in the mock's audit, the source's log line (seen_line % EventId), the start of the
+    playbook's first task."""
+    figures = []
+    done = len([t for t in task_starts(env["EDA_BENCH_TIMES"]) if t["task"] == "first task"])
+    for number in range(done, done + events):
+        before = time.time()
+        event_id = mock.control("POST", "events", {"event_type": "Reboot", "resources": [VM], "notice": 900})["event_id"]
+
+        def started(number=number):
+            engine.log()    # ends the bench if ansible-rulebook died
+            return [t for t in task_starts(env["EDA_BENCH_TIMES"]) if t["task"] == "first task"][number:number + 1]
+
+        first_task = wait_for("the playbook of event %d" % (number + 1), started)[0]["start"]
+        seen = wait_for("the source's line for event %d" % (number + 1), lambda line=seen_line % event_id: emitted_at(engine.log(), line))
+        [changed] = [audit_time(t["time"]) for t in mock.control("GET", "audit")["transitions"]
+                     if t["event_id"] == event_id and t["to"] == "Scheduled"]
+        figures.append((before, changed, seen, first_task, event_id))
+    return figures
+
+
+def latency(mock, workdir, events):
+    write_files(workdir, RULEBOOK[0]["sources"][0])
+    env = environment(workdir, mock)
+    engine = Engine(workdir, env)
+    try:
         # Until the rule engine's session is up, the engine's start holds the event loop that
         # the source runs in: measured from then on, the figures are the steady state.
-        wait_for("the source and the rule engine to start", lambda: "scheduled_events: watching" in log_text()
-                 and "Waiting for events, ruleset" in log_text())
-        figures = []
-        for number in range(events):
-            before = time.time()
-            event_id = mock.control("POST", "events", {"event_type": "Reboot", "resources": [VM], "notice": 900})["event_id"]
-
-            def started(number=number):
-                log_text()    # ends the bench if ansible-rulebook died
-                return [t for t in task_starts(env["EDA_BENCH_TIMES"]) if t["task"] == "first task"][number:number + 1]
-
-            first_task = wait_for("the playbook of event %d" % (number + 1), started)[0]["start"]
-            seen = wait_for("the source's line for event %d" % (number + 1), lambda: emitted_at(log_text(), event_id))
-            figures.append((seen - before, first_task - before))
+        wait_for("the source and the rule engine to start", lambda: "scheduled_events: watching" in engine.log()
+                 and "Waiting for events, ruleset" in engine.log())
+        figures = [(seen - before, first_task - before) for before, _changed, seen, first_task, _event_id
+                   in timed_events(mock, engine, env, events, "scheduled_events: scheduled %s (Reboot)")]
         idle_from = cpu_seconds(engine.pid), time.monotonic()
         return figures, engine, idle_from
     except BaseException:
-        stop(engine)
+        engine.stop()
         raise
 
 
@@ -209,14 +247,21 @@ def idle_cpu(mock, workdir, seconds):
         stop(source)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+def command_line(name, doc, idle=False):
+    """The options (--events, and --idle-seconds if idle); refuses to run outside the loopback-only namespace."""
+    parser = argparse.ArgumentParser(description=doc.split("\n", maxsplit=1)[0])
     parser.add_argument("--events", type=int, default=10)
-    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    if idle:
+        parser.add_argument("--idle-seconds", type=float, default=30.0)
     options = parser.parse_args()
     if not os.environ.get("AZURE_IMDS_TEST_ISOLATION"):
-        sys.exit("eda_latency: run it inside the loopback-only namespace: tests/harness/loopback-only %s %s"
-                 % (sys.executable, " ".join(sys.argv)))
+        sys.exit("%s: run it inside the loopback-only namespace: tests/harness/loopback-only %s %s"
+                 % (name, sys.executable, " ".join(sys.argv)))
+    return options
+
+
+def main():
+    options = command_line("eda_latency", __doc__, idle=True)
     workdir = tempfile.mkdtemp(prefix="eda_latency_")
     mock = spawn_mock(["--fleet", "avset:web_0,web_1,web_2", "--default-vm", VM, "--quiet"])
     try:
@@ -225,7 +270,7 @@ def main():
             source_cpu, polls, elapsed = idle_cpu(mock, os.path.join(workdir, "idle"), options.idle_seconds)
             engine_idle = 100.0 * (cpu_seconds(engine.pid) - engine_cpu) / (time.monotonic() - engine_from)
         finally:
-            stop(engine)
+            engine.stop()
     finally:
         mock.stop()
         if os.environ.get("EDA_BENCH_KEEP") is None:

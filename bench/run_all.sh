@@ -7,7 +7,7 @@ py=${1:?usage: bench/run_all.sh PYTHON}
 shift
 cd "$(dirname "$0")/.." || exit 1
 status=0
-for bench in bench/*_bench.py bench/watcher_kill_soak.py bench/eda_latency.py; do
+for bench in bench/*_bench.py bench/watcher_kill_soak.py bench/eda_latency.py bench/event_grid_latency.py; do
   echo "=== $bench"
   "$py" "$bench" || { echo "=== $bench exited with $?"; status=1; }
 done

@@ -6,6 +6,11 @@ duplicates, retries on its clock) to the event_grid source over HTTPS with the m
 
 - the real ansible-rulebook runs central_event_grid.yml: one AWX job (the stand-in of awx_standin.py
   records launches) per scheduled event, never one per delivery, duplicate, status or VM;
+- the real ansible-rulebook runs central_event_grid_playbook.yml: one run of the fleet_maintenance
+  playbook for a scale set's Reboot delivered twice, signed in as AWX's Azure credential (AZURE_*
+  variables) against the mock's Resource Manager; its drain, recover and health tasks mark each step
+  with a request to the mock's IMDS face, so one audit sequence orders them among the acknowledge
+  call and the event's transitions;
 - the source alone (in this process, on its own event loop in a thread, so that it can be stopped
   and started again on the same port): both schemas' handshakes, a stale secret refused, a stopped
   receiver retried until it answers, and nothing lost: every notification the mock's audit shows
@@ -31,13 +36,15 @@ from ansible_collections.azure_imds.scheduled_events.roles.mock_imds.files.mock_
     MockControlError,
     start_mock,
 )
-from ansible_collections.azure_imds.scheduled_events.tests.support.control_plane import PUBLISH, SUB1
+from ansible_collections.azure_imds.scheduled_events.tests.support.control_plane import AWX_ENV, PUBLISH, SUB1, set_up
 from ansible_collections.azure_imds.scheduled_events.tests.support.rulebook_engine import (
     PLAYBOOK_TIMEOUT,
     ROOT,
     wait_until,
 )
 from ansible_collections.azure_imds.scheduled_events.tests.unit.mock_imds.test_event_grid_delivery import Receiver
+from ansible_collections.azure_imds.scheduled_events.tests.unit.playbooks.test_fleet_maintenance import (
+    MARK, acks_of, seq_of, steps, transitions)
 
 from .awx_standin import AwxStandIn
 from .test_event_source import run_path
@@ -54,6 +61,9 @@ OLD_SECRET = "central-event-grid-secret-rotated-out-0000"
 TEMPLATE = "Azure scheduled events - fleet maintenance"
 JOB_RULE = "One fleet maintenance job per scheduled event"
 ENGINE_PORT = 28631
+PLAYBOOK_ENGINE_PORT = 28632
+PLAYBOOK_RULE = "One fleet maintenance run per scheduled event"
+MAINTENANCE_PLAY = "PLAY [Fleet maintenance driven by Azure scheduled events, from the controller]"
 LIMIT = 60.0  # real seconds: a bound on a hung test only, never waited in a passing one
 
 
@@ -123,18 +133,25 @@ def resend_with_a_new_id(url, ca_path, body):
         return answer.status, json.loads(answer.read().decode("utf-8")), again[0]["id"]
 
 
-def test_central_event_grid_runs_one_job_template_per_event(mock, rulebook):
+def start_central(mock, rulebook, name, hosts, port, env=None, args=()):
+    """ansible-rulebook on the rulebook name, its event_grid source serving HTTPS on port with the
+    mock's server certificate; once it listens, the URL of its webhook with the secret."""
     certfile, keyfile = tls_files(mock)
+    run = rulebook(name, hosts, variables={
+        "central_event_grid_host": "127.0.0.1", "central_event_grid_port": port,
+        "central_event_grid_secret": [SECRET], "central_event_grid_certfile": certfile,
+        "central_event_grid_keyfile": keyfile,
+    }, env=env, args=args)
+    run.wait_for(r"event_grid: listening on https://127\.0\.0\.1:%d/eventgrid \(secret checked" % port)
+    return run, "https://127.0.0.1:%d/eventgrid?code=%s" % (port, SECRET)
+
+
+def test_central_event_grid_runs_one_job_template_per_event(mock, rulebook):
     awx = AwxStandIn(SECRET, [TEMPLATE, "Another template"]).start()
     recorder = Receiver()
     try:
-        run = rulebook("central_event_grid.yml", dict((vm, {}) for vm in VMS), variables={
-            "central_event_grid_host": "127.0.0.1", "central_event_grid_port": ENGINE_PORT,
-            "central_event_grid_secret": [SECRET], "central_event_grid_certfile": certfile,
-            "central_event_grid_keyfile": keyfile,
-        }, args=["--controller-url", awx.url, "--controller-token", SECRET])
-        run.wait_for(r"event_grid: listening on https://127\.0\.0\.1:%d/eventgrid \(secret checked" % ENGINE_PORT)
-        url = "https://127.0.0.1:%d/eventgrid?code=%s" % (ENGINE_PORT, SECRET)
+        run, url = start_central(mock, rulebook, "central_event_grid.yml", dict((vm, {}) for vm in VMS), ENGINE_PORT,
+                                 args=["--controller-url", awx.url, "--controller-token", SECRET])
         sid = mock.add_eventgrid_subscriber(url, ca_file=mock.ca_path, max_events_per_batch=10, name="fleet-hook")["id"]
         # A second subscription records the bodies Event Grid sends (for the resend below).
         recorder_sid = mock.add_eventgrid_subscriber(recorder.url(), name="recorder")["id"]
@@ -198,6 +215,64 @@ def test_central_event_grid_runs_one_job_template_per_event(mock, rulebook):
     # Five Scheduled notifications matched the rule (one of them resent); four jobs.
     assert output.count("Calling rule %s in session" % JOB_RULE) == 4, run.tail()
     assert output.count("Creating action task action::run_job_template::") == 4
+
+
+def test_central_event_grid_playbook_runs_fleet_maintenance_once_per_event(mock, rulebook, tmp_path):
+    set_up(mock, subscriptions=(SUB1,))
+    files = {}
+    for step in ("drain", "recover", "health"):
+        path = tmp_path / ("%s.yml" % step)
+        path.write_text("---" + MARK.format(step=step, extra=""))
+        files["fleet_maintenance_%s_tasks" % step] = str(path)
+    # The hosts are named as their VMs; each marks its steps as a request of its VM to the IMDS face.
+    hosts = dict((vm, dict(files, mark_vm=vm, mock_url=mock.url)) for vm in VMS)
+    env = dict(AWX_ENV, AZURE_CLOUD_ENVIRONMENT=mock.arm_url, REQUESTS_CA_BUNDLE=mock.ca_path)
+    run, url = start_central(mock, rulebook, "central_event_grid_playbook.yml", hosts, PLAYBOOK_ENGINE_PORT, env=env)
+    sid = mock.add_eventgrid_subscriber(url, ca_file=mock.ca_path, name="fleet-hook")["id"]
+    since = mock.control("GET", "audit")["last_seq"]
+
+    # A Reboot of the whole scale set, its Scheduled notification sent twice. It lasts 0 seconds of
+    # the mock's time once approved: the first read of Resource Graph after the approval shows it
+    # Completed, so nothing waits.
+    mock.control("POST", "eventgrid/duplicate", {"count": 1})
+    reboot = add_event(mock, VMS, notice=600, duration=0)
+    run.wait_for(r"^PLAY RECAP", timeout=PLAYBOOK_TIMEOUT)
+    # Scheduled twice, Started, Completed: every notification delivered and through the rules.
+    wait_delivered(mock, sid, 4)
+    records = mock.eventgrid_deliveries(subscriber=sid)
+    ids = set(i for i, _e, _s in delivered(records))
+    wait_until("every notification posted to the rules", lambda: set(posted(run)) >= ids, LIMIT, describe=run.tail)
+    output = run.stop()
+
+    # One playbook run: the duplicate was dropped by the source, the Started and Completed
+    # notifications matched no rule.
+    assert sorted((e, s) for _i, e, s in delivered(records)) == [
+        (reboot, "Completed"), (reboot, "Scheduled"), (reboot, "Scheduled"), (reboot, "Started")]
+    assert sorted(posted(run)) == sorted(ids) and len(ids) == 3, run.tail()
+    assert "dropped as a duplicate" in output
+    assert output.count("Calling rule %s in session" % PLAYBOOK_RULE) == 1, run.tail()
+    assert output.count("Creating action task action::run_playbook::") == 1, run.tail()
+    assert output.count(MAINTENANCE_PLAY) == 1 and output.count("PLAY RECAP") == 1, run.tail()
+    for vm in VMS:
+        assert re.search(r"^%s\s*:\s*ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0" % re.escape(vm), output, re.M), run.tail()
+
+    # Drained, approved once from outside after every drain, Completed before every recover.
+    marks = steps(mock, since)
+    acks = acks_of(mock, reboot)
+    assert len(acks) == 1 and acks[0]["status"] == 200, acks
+    assert "/virtualMachineScaleSets/web-ss/providers/Microsoft.Maintenance/" in acks[0]["path"]
+    assert all(seq_of(marks, vm, "drain-start") < seq_of(marks, vm, "drain-end") < acks[0]["seq"] for vm in VMS), marks
+    changes = transitions(mock, reboot)
+    # The mock's own word for an event that left the document, which Resource Graph shows Completed.
+    completed = [t["seq"] for t in changes if t["to"] == "removed"]
+    assert [t["to"] for t in changes][-2:] == ["Started", "removed"] and len(completed) == 1, changes
+    assert acks[0]["seq"] < completed[0]
+    for vm in VMS:
+        assert completed[0] < seq_of(marks, vm, "recover-start") < seq_of(marks, vm, "recover-end") \
+            < seq_of(marks, vm, "health-start"), (vm, marks)
+    # Signed in as the principal of the AZURE_* variables, for every Resource Manager request.
+    arm = [r for r in mock.control("GET", "audit")["arm_requests"] if "/login/" not in r["path"]]
+    assert arm and all(r.get("principal") in (None, "app-fleet") for r in arm), arm[:3]
 
 
 # -- the source alone: handshakes, a stale secret, retries, nothing lost ------------------------
