@@ -413,3 +413,10 @@ def test_handshakes_a_stale_secret_retries_and_nothing_lost_through_the_source(m
                 for e in queued) == notes
     assert sorted((e["scheduled_event"]["event_id"], e["type"]) for e in queued) == sorted(
         (e, t) for e in (reboot, freeze, redeploy) for t in ("scheduled", "started", "ended"))
+    # What the mock's audit counted, for a reader of `pytest -s` (the closing notes quote it).
+    for name, sid in (("eg-hook", egs["id"]), ("ce-hook", ces["id"]), ("stale-hook", stale["id"])):
+        counters = mock.control("GET", "eventgrid/subscribers/" + sid)["counters"]
+        print("event grid audit: %s %s" % (name, " ".join("%s=%s" % kv for kv in sorted(counters.items()))))
+    print("event grid audit: handshakes %s; %d notifications generated, %d queued by the source"
+          % (", ".join("%s %s %s" % (n, handshakes[n]["status"], handshakes[n]["outcome"]) for n in names),
+             len(notes), len(queued)))
