@@ -16,7 +16,7 @@ from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks imp
 
 @pytest.fixture
 def run_playbook(tmp_path):
-    """run_playbook(name, hosts={host: vars}, extra={...}, options=[...], env={...}) -> PlaybookRun; local
+    """run_playbook(name or a playbook's absolute path, hosts={host: vars}, extra={...}, options=[...], env={...}) -> PlaybookRun; local
     connection for all; options are more ansible-playbook arguments (--limit ...), env more environment
     variables (ANSIBLE_COLLECTIONS_PATH: a list of directories put before the collection's own)."""
 
@@ -34,7 +34,8 @@ def run_playbook(tmp_path):
                    ANSIBLE_RETRY_FILES_ENABLED="false",
                    ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_REMOTE_TEMP=str(tmp_path / "remote-tmp"))
         env.update(more)
-        command = [os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), "azure_imds.scheduled_events." + name]
+        playbook = name if os.path.isabs(name) else "azure_imds.scheduled_events." + name
+        command = [os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), playbook]
         if extra:
             command += ["-e", json.dumps(extra)]
         command += list(options)
