@@ -178,6 +178,7 @@ CORE_INDEPENDENT_UNITS = (
     "tests/unit/docs/test_azure_facts.py", "tests/unit/docs/test_check_docsite.py",
     "tests/unit/docs/test_generate_reference.py", "tests/unit/docs/test_mock_pages.py",
     "tests/unit/docs/test_support_range.py", "tests/unit/docs/test_troubleshooting_guide.py",
+    "tests/unit/docs/test_windows_guide.py",
     "tests/unit/eda/test_central_event_grid.py", "tests/unit/eda/test_eda_configuration.py",
     "tests/unit/eda/test_event_grid_source.py", "tests/unit/eda/test_rulebooks.py", "tests/unit/eda/test_transitions.py",
     "tests/unit/ee",
