@@ -51,6 +51,8 @@ ANSIBLE_LABELS = {
     "action_plugins": "plugins/action.html",
     "playbooks_intro": "playbook_guide/playbooks_intro.html",
     "become": "playbook_guide/playbooks_privilege_escalation.html",
+    # Collections of the ansible package our pages refer to (ansible.windows.win_uri: the Windows path).
+    "ansible_collections.ansible.windows.win_uri_module": "collections/ansible/windows/win_uri_module.html",
 }
 
 
