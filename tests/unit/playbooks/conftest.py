@@ -16,9 +16,9 @@ from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks imp
 
 @pytest.fixture
 def run_playbook(tmp_path):
-    """run_playbook(name or a playbook's absolute path, hosts={host: vars}, extra={...}, options=[...], env={...}) -> PlaybookRun; local
-    connection for all; options are more ansible-playbook arguments (--limit ...), env more environment
-    variables (ANSIBLE_COLLECTIONS_PATH: a list of directories put before the collection's own)."""
+    """run_playbook(name or a playbook's absolute path, hosts={host: vars}, extra={...}, options=[...], env={...})
+    -> PlaybookRun; local connection for all; options are more ansible-playbook arguments (--limit ...), env
+    more environment variables (ANSIBLE_COLLECTIONS_PATH: a list of directories put before the collection's own)."""
 
     def run(name, hosts, extra=None, cwd=None, timeout=300, options=(), env=None):
         inventory = tmp_path / "inventory.yml"
