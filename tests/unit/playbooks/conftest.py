@@ -16,20 +16,26 @@ from ansible_collections.azure_imds.scheduled_events.tests.support.playbooks imp
 
 @pytest.fixture
 def run_playbook(tmp_path):
-    """run_playbook(name, hosts={host: vars}, extra={...}, options=[...]) -> PlaybookRun; local connection
-    for all; options are more ansible-playbook arguments (--limit ...)."""
+    """run_playbook(name or a playbook's absolute path, hosts={host: vars}, extra={...}, options=[...], env={...})
+    -> PlaybookRun; local connection for all; options are more ansible-playbook arguments (--limit ...), env
+    more environment variables (ANSIBLE_COLLECTIONS_PATH: a list of directories put before the collection's own)."""
 
-    def run(name, hosts, extra=None, cwd=None, timeout=300, options=()):
+    def run(name, hosts, extra=None, cwd=None, timeout=300, options=(), env=None):
         inventory = tmp_path / "inventory.yml"
         inventory.write_text(json.dumps({"all": {
             "hosts": hosts,
             "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
         }}))
+        more = dict(env or {})
+        collections = list(more.pop("ANSIBLE_COLLECTIONS_PATH", [])) + [FARM]
         env = dict(os.environ)
         env.pop("AZURE_IMDS_URL", None)
-        env.update(ANSIBLE_COLLECTIONS_PATH=FARM, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="false",
+        env.update(ANSIBLE_COLLECTIONS_PATH=os.pathsep.join(collections), ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_RETRY_FILES_ENABLED="false",
                    ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_REMOTE_TEMP=str(tmp_path / "remote-tmp"))
-        command = [os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), "azure_imds.scheduled_events." + name]
+        env.update(more)
+        playbook = name if os.path.isabs(name) else "azure_imds.scheduled_events." + name
+        command = [os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), playbook]
         if extra:
             command += ["-e", json.dumps(extra)]
         command += list(options)
