@@ -337,6 +337,9 @@ class _Connection(object):
         self.resets = 0
         self._shell = unittest_mock.MagicMock()
         self._shell.tmpdir = None
+        # A POSIX shell, as the sh plugin says (a PowerShell one takes the win_uri path).
+        self._shell.SHELL_FAMILY = "sh"
+        self._shell._IS_WINDOWS = False
 
     def get_option(self, name):
         raise KeyError(name)

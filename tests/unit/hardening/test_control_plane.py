@@ -190,6 +190,9 @@ OPTIONS += [
     Option("fleet info", "event_types", STRING_VALUES, listed=True),
     Option("fleet info", "event_sources", [("unknown", "Customer"), ("nul", "User\x00"), ("number", 1)], listed=True),
     Option("fleet info", "event_statuses", [("unknown", "Done"), ("nul", "Started\x00"), ("number", 1)], listed=True),
+    Option("fleet info", "include_approvals", BOOL_VALUES),
+    Option("fleet info", "approvals_days", [("zero", 0), ("negative", -1), ("above_90", 91), ("huge", 10 ** 12),
+                                            ("string", "abc"), ("nan", float("nan")), ("list", [7])]),
     Option("fleet approve", "ids", EVENT_ID_VALUES, listed=True),
     Option("fleet approve", "api_version", API_VERSION_VALUES + [("older_than_ga", "2023-01-01")]),
 ]
