@@ -320,7 +320,7 @@ def argument_spec():
 # watch_unless_state: whether the matching events of a read are in the state.
 STATE_HOLDS = dict(
     absent=lambda events: not events,
-    present=lambda events: bool(events),
+    present=bool,
     started=lambda events: any(e.get("event_status") == "Started" for e in events),
 )
 
