@@ -164,7 +164,7 @@ class ActionModule(_host_module.WinUriPath, ActionBase):
             chunk=self.chunk_seconds, reset_connection=self._reset_connection,
             clock=self._clock, sleep_fn=self._sleep,
             log=lambda message: display.vvv("scheduled_event_wait: %s" % message, host=self._play_context.remote_addr),
-            seen_event_ids=args["seen_event_ids"],
+            seen_event_ids=args["seen_event_ids"], watch_first_read=True,
             progress_interval=args["progress_interval"], progress=lambda line: display.display(
                 "scheduled_event_wait %s: %s" % (task_vars.get("inventory_hostname", self._play_context.remote_addr), line)),
         )

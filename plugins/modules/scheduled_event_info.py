@@ -81,6 +81,17 @@ options:
       - A number of seconds from 0.2 to 86400.
     type: float
     default: 1
+  watch_unless_state:
+    description:
+      - Mostly for M(azure_imds.scheduled_events.scheduled_event_wait); lets one run do the first read
+        and the wait for a change after it.
+      - With O(max_wait) above V(0) and no O(changed_since), the module reads the document once (as a
+        plain read does) and returns at once when its matching events are in this state; V(absent) means
+        none, V(present) at least one, V(started) one of them C(Started). Otherwise it waits up to
+        O(max_wait) for the incarnation to differ from that first read's, as O(changed_since) does, and
+        returns the first read in RV(first_read).
+    type: str
+    choices: [absent, present, started]
 notes:
   - A field of the document that cannot be read (a value of the wrong type, an unreadable
     C(NotBefore)) is returned as V(null) (C(resources) as an empty list, or as a one-element list when
@@ -264,6 +275,26 @@ polls:
   returned: success
   type: int
   sample: 5
+first_read:
+  description:
+    - The first document read, when O(watch_unless_state) made the module wait after it; RV(events),
+      RV(document) and RV(document_incarnation) are those of the last read.
+    - V(null) when the module did not wait after a first read.
+  returned: success
+  type: dict
+  contains:
+    document_incarnation:
+      description: C(DocumentIncarnation) of the first read.
+      type: int
+      sample: 3
+    events:
+      description: The events of the first read that passed the filters, as RV(events).
+      type: list
+      elements: dict
+      sample: []
+  sample:
+    document_incarnation: 3
+    events: []
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -281,13 +312,22 @@ def argument_spec():
         changed_since=dict(type="raw"),
         max_wait=dict(type="float", default=0.0),
         poll_interval=dict(type="float", default=_defaults.DEFAULT_POLL_INTERVAL),
+        watch_unless_state=dict(type="str", choices=list(STATE_HOLDS)),
     )
     return spec
 
 
+# watch_unless_state: whether the matching events of a read are in the state.
+STATE_HOLDS = dict(
+    absent=lambda events: not events,
+    present=bool,
+    started=lambda events: any(e.get("event_status") == "Started" for e in events),
+)
+
+
 def check_watch_options(params):
     # The ranges of the numbers were checked where they entered (_options.check_numbers).
-    if params["max_wait"] > 0 and params["changed_since"] is None:
+    if params["max_wait"] > 0 and params["changed_since"] is None and params["watch_unless_state"] is None:
         raise _edge.ImdsInputError(
             "max_wait waits for the document to change from changed_since, which is not set. Set changed_since to "
             "the document_incarnation of an earlier read, or leave max_wait out to read once.")
@@ -297,15 +337,32 @@ def read(module, client, runtime):
     params = module.params
     check_watch_options(params)
     name = _module_runner.resource_name(module, client, needed_by="this_host_only" if params["this_host_only"] else None)
+    first_read = None
     if params["changed_since"] is not None and params["max_wait"] > 0:
         watch = _imds.watch_document(client, params["changed_since"], params["max_wait"], params["poll_interval"],
                                      clock=runtime.clock, sleep=runtime.sleep)
         scheduled, watched, polls = watch.events, watch.watched, watch.polls
     else:
+        started = runtime.clock()
         scheduled, watched, polls = client.get_scheduled_events(), 0.0, 1
+        # The first read is part of the wait: the watch after it gets what is left of max_wait.
+        left = params["max_wait"] - (runtime.clock() - started)
+        if params["watch_unless_state"] is not None and left > 0 \
+                and not STATE_HOLDS[params["watch_unless_state"]](_select(params, scheduled, name)):
+            first = scheduled
+            first_read = dict(document_incarnation=first.incarnation,
+                              events=_module_runner.annotated(_select(params, first, name), name, runtime))
+            runtime.sleep(min(params["poll_interval"], left))
+            left = params["max_wait"] - (runtime.clock() - started)
+            if left > 0:
+                watch = _imds.watch_document(client, first.incarnation, left, params["poll_interval"],
+                                             clock=runtime.clock, sleep=runtime.sleep)
+                scheduled, polls = watch.events, watch.polls + 1
+            watched = runtime.clock() - started
+            if scheduled.incarnation != first.incarnation:
+                _module_runner.report_unreadable(module, first)
     _module_runner.report_unreadable(module, scheduled)
-    selected = _event.select_events(scheduled.events, resource_name=name, this_host_only=params["this_host_only"],
-                                    **_options.filter_kwargs(params))
+    selected = _select(params, scheduled, name)
     module.exit_json(
         changed=False,
         document_incarnation=scheduled.incarnation,
@@ -315,7 +372,13 @@ def read(module, client, runtime):
         api_version=client.api_version,
         watched=round(float(watched), 3),
         polls=polls,
+        first_read=first_read,
     )
+
+
+def _select(params, scheduled, name):
+    return _event.select_events(scheduled.events, resource_name=name, this_host_only=params["this_host_only"],
+                                **_options.filter_kwargs(params))
 
 
 def main(runtime=None):

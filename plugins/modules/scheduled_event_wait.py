@@ -23,7 +23,9 @@ description:
   - The VM is polled every O(sleep) seconds by M(azure_imds.scheduled_events.scheduled_event_info),
     run on the managed host for long stretches (up to two minutes) that return as soon as the
     document changes, so a long wait costs a few module runs rather than one per poll. The
-    controller decides after each run whether the wait is over.
+    controller decides after each run whether the wait is over. For O(state=absent), V(present),
+    V(started) and V(completed) the first run also does the first read and returns at once when the
+    state already holds there, so a wait shorter than two minutes is one module run on the host.
   - One deadline, O(timeout), covers everything, O(delay) included; each IMDS request timeout,
     each stretch and each sleep is cut to the time left.
   - The managed host may go away during the wait, as it does when the event is a Reboot, Redeploy

@@ -134,6 +134,12 @@ class Goal:
         self.baseline_incarnation = since_incarnation
         self.baseline_event_ids = None
 
+    def first_read_state(self):
+        """The state the info module can check on the first read (watch_unless_state), or None: when it
+        does not hold there, the goal does not either (completed: the baseline is that read's events,
+        so it holds at once only without any). changed and a condition alone are decided here only."""
+        return {"absent": "absent", "completed": "absent", "present": "present", "started": "started"}.get(self.state)
+
     def begin(self, snapshot):
         """Remember what "when the wait began" means: called with the first document read."""
         if self.baseline_incarnation is None:
@@ -246,7 +252,7 @@ class Waiter:
     def __init__(self, goal, run_module, module_args, timeout, delay=0.0, sleep=1.0,
                  request_timeout=_defaults.DEFAULT_REQUEST_TIMEOUT, retry_timeout=_defaults.DEFAULT_RETRY_TIMEOUT,
                  chunk=CHUNK_SECONDS, reset_connection=None, clock=None, sleep_fn=None, log=None,
-                 progress_interval=0.0, progress=None, seen_event_ids=None):
+                 progress_interval=0.0, progress=None, seen_event_ids=None, watch_first_read=False):
         self.goal = goal
         # EventIds the play saw before this wait (those it approved, say): none of them is first seen here.
         self.seen_before = set(str(event_id).upper() for event_id in seen_event_ids or ())
@@ -258,6 +264,9 @@ class Waiter:
         self.request_timeout = float(request_timeout)
         self.retry_timeout = float(retry_timeout)
         self.chunk = float(chunk)
+        # One run for the first read and the watch after it (scheduled_event_info's watch_unless_state),
+        # rather than a plain read first: a module run costs more than all the polls of a chunk.
+        self.watch_first_read = watch_first_read
         self._reset_connection = reset_connection or (lambda: None)
         self._clock = clock or time.monotonic
         self._sleep = sleep_fn or time.sleep
@@ -277,6 +286,10 @@ class Waiter:
         args["retry_timeout"] = min(self.retry_timeout, left)
         if snapshot is not None:
             args["changed_since"] = snapshot.incarnation
+            args["max_wait"] = min(self.chunk, left)
+            args["poll_interval"] = self.sleep
+        elif self.watch_first_read and self.goal.first_read_state() is not None:
+            args["watch_unless_state"] = self.goal.first_read_state()
             args["max_wait"] = min(self.chunk, left)
             args["poll_interval"] = self.sleep
         return args
@@ -341,6 +354,13 @@ class Waiter:
             else:
                 snapshot = Snapshot(result)
                 outcome.last_ok = True
+                if isinstance(result.get("first_read"), dict) and outcome.snapshot is None:
+                    # The run read the document, found the goal's state not there and watched on:
+                    # its first read is where the wait began.
+                    first = Snapshot(dict(result["first_read"], resource_name=snapshot.resource_name))
+                    _remember_events(outcome, first, self.seen_before)
+                    self.goal.begin(first)
+                    outcome.snapshot = first
                 _remember_events(outcome, snapshot, self.seen_before)
                 if outcome.snapshot is None:
                     self.goal.begin(snapshot)
@@ -420,10 +440,11 @@ def run_patience(module_args, time_left, grace=ANSWER_GRACE):
     """Seconds to wait for the answer of a run started with module_args before resetting the connection.
 
     A watch ends on the host by its max_wait (every read of it shares that one deadline); a plain
-    read is bounded only by the time left.
+    read, and the first read of a run with watch_unless_state (its own timeouts, then the watch), is
+    bounded only by the time left.
     """
     expected = time_left
-    if "max_wait" in module_args:
+    if "max_wait" in module_args and "watch_unless_state" not in module_args:
         expected = min(module_args["max_wait"], time_left)
     return max(0.0, expected) + grace
 

@@ -187,7 +187,9 @@ def test_runs_the_info_module_with_the_filters_and_clamped_timeouts():
     first, second = [call[1] for call in harness.calls]
     assert first == {"imds_url": URL, "api_version": "2020-07-01", "event_types": ["Reboot"],
                      "event_statuses": ["Scheduled"], "event_ids": [EVENT_ID.lower()], "this_host_only": True,
-                     "request_timeout": 50.0, "retry_timeout": 50.0}
+                     "request_timeout": 50.0, "retry_timeout": 50.0,
+                     # One run reads, and watches on unless the state already holds (no plain read first).
+                     "watch_unless_state": "absent", "max_wait": 50.0, "poll_interval": 2.0}
     assert second["changed_since"] == 2 and second["max_wait"] == pytest.approx(49.8)
     assert second["poll_interval"] == 2.0 and second["resource_name"] == "vm0"
     assert result["polls"] == 2 and result["document_incarnation"] == 3 and result["events"] == []

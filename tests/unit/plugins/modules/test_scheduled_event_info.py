@@ -232,6 +232,39 @@ def test_watch_returns_at_once_when_the_first_read_differs():
     assert outcome.clock.sleeps == []
 
 
+def first_read_watch(steps, state="absent", max_wait=10.0):
+    return run({"resource_name": "web_0", "watch_unless_state": state, "max_wait": max_wait, "poll_interval": 1.0},
+               steps)
+
+
+def test_watch_unless_state_returns_the_first_read_at_once_when_the_state_holds():
+    outcome = first_read_watch([doc_answer(incarnation=3)])
+    result = outcome.result
+    assert (result["document_incarnation"], result["polls"], result["watched"], result["first_read"]) == (3, 1, 0.0, None)
+    assert outcome.clock.sleeps == [] and len(outcome.requests) == 1
+    check_result_against_return_doc(info, result)
+
+
+def test_watch_unless_state_watches_on_from_the_first_read_and_returns_it():
+    outcome = first_read_watch([doc_answer(REBOOT, incarnation=3), doc_answer(REBOOT, incarnation=3),
+                                doc_answer(incarnation=4)])
+    result = outcome.result
+    assert (result["document_incarnation"], result["events"], result["polls"], result["watched"]) == (4, [], 3, 2.0)
+    assert result["first_read"]["document_incarnation"] == 3
+    assert [e["event_id"] for e in result["first_read"]["events"]] == [A]
+    assert outcome.clock.sleeps == [1.0, 1.0]
+    check_result_against_return_doc(info, result)
+
+
+@pytest.mark.parametrize("state, holds", [("present", True), ("started", False)])
+def test_watch_unless_state_checks_the_matching_events_of_the_first_read(state, holds):
+    outcome = first_read_watch([doc_answer(REBOOT, incarnation=3)] * 3, state=state, max_wait=1.5)
+    assert (outcome.result["first_read"] is None) == holds
+    # Not holding: the first read, a poll_interval, one more read, then the rest of max_wait.
+    assert outcome.result["polls"] == (1 if holds else 2)
+    assert outcome.clock.sleeps == ([] if holds else [1.0, 0.5])
+
+
 def test_changed_since_without_max_wait_reads_once():
     outcome = run({"resource_name": "web_0", "changed_since": 1}, [doc_answer(incarnation=1)])
     assert (outcome.result["document_incarnation"], outcome.result["polls"]) == (1, 1)

@@ -527,3 +527,57 @@ def test_an_event_the_play_saw_before_the_wait_is_not_first_seen_by_it():
                                    goal=Goal("completed"), seen_event_ids=[REBOOT_ID.lower()])
     outcome = waiter.run()
     assert outcome.reached and outcome.auto_approved == [] and outcome.started_before_seen == []
+
+
+# -- one run for the first read and the watch after it (watch_first_read) -------------------------
+
+def with_first_read(result, first):
+    """A run of the info module with watch_unless_state that watched on after its first read."""
+    return dict(result, first_read={"document_incarnation": first["document_incarnation"], "events": first["events"]})
+
+
+def test_watch_first_read_reaches_absent_in_one_run_that_reads_then_watches():
+    event = raw_event()
+    waiter, module, clock = make([(with_first_read(doc(3, polls=6), doc(2, event)), 6.0)], watch_first_read=True,
+                                 sleep=1.0, chunk=120.0)
+    outcome = waiter.run()
+    assert outcome.reached and outcome.runs == 1 and outcome.polls == 6
+    args = module.calls[0][0]
+    assert (args["watch_unless_state"], args["max_wait"], args["poll_interval"]) == ("absent", 60.0, 1.0)
+    assert "changed_since" not in args
+    assert outcome.seen_event_ids == [REBOOT_ID], "the first read's event counts as seen"
+
+
+def test_watch_first_read_takes_the_baseline_of_completed_from_the_first_read():
+    event = raw_event()
+    other = raw_event(event_id="0C2E5F11-1111-4222-8333-944455556666")
+    # The first read had the Reboot; the watch returned with another event only: the Reboot completed.
+    steps = [(with_first_read(doc(3, other), doc(2, event)), 4.0)]
+    waiter, module, clock = make(steps, goal=Goal(state="completed"), watch_first_read=True)
+    outcome = waiter.run()
+    assert outcome.reached and outcome.runs == 1
+    assert module.calls[0][0]["watch_unless_state"] == "absent"
+
+
+def test_watch_first_read_goes_on_watching_from_the_last_document():
+    event = raw_event()
+    steps = [(with_first_read(doc(2, event, polls=60), doc(2, event)), 60.0), (doc(4, polls=2), 2.0)]
+    waiter, module, clock = make(steps, timeout=300.0, watch_first_read=True, chunk=60.0)
+    outcome = waiter.run()
+    assert outcome.reached and outcome.runs == 2
+    second = module.calls[1][0]
+    assert second["changed_since"] == 2 and "watch_unless_state" not in second
+
+
+@pytest.mark.parametrize("goal", [Goal(state="changed"), Goal(condition=Condition("DocumentIncarnation"))],
+                         ids=["changed", "condition alone"])
+def test_watch_first_read_is_a_plain_read_for_goals_the_module_cannot_check(goal):
+    waiter, module, clock = make([(doc(1), 0.2), (doc(2), 1.0)], goal=goal, watch_first_read=True)
+    waiter.run()
+    first = module.calls[0][0]
+    assert not set(_wait_state.WATCH_OPTIONS + ("watch_unless_state",)) & set(first)
+
+
+def test_patience_for_a_first_read_that_watches_on_is_the_time_left_plus_the_grace():
+    args = {"max_wait": 60.0, "watch_unless_state": "absent"}
+    assert _wait_state.run_patience(args, 300.0, grace=30.0) == 330.0
