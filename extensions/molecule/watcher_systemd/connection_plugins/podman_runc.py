@@ -15,12 +15,14 @@ environment and working directory, all from the container's OCI spec, as the con
 input reaches the command's stdin, so ansible pipelines modules into python3 over it: one runc
 exec per module run.
 
-Each task's connection asks podman once for the container's full id and its init's pid (one
-`podman container inspect`, in place of the `podman mount` of containers.podman.podman); files go
-through /proc/<pid>/root, the container's root as its own processes see it (tmpfs mounts
-included), with containers.podman's put_file and fetch_file. A task with a remote user falls back
-to containers.podman's `podman exec --user` (runc wants numeric ids). The scenario's molecule.yml
-selects this connection (ansible_connection) and puts this directory on ANSIBLE_CONNECTION_PLUGINS.
+The connection asks podman for the container's full id and its init's pid (one `podman container
+inspect`, in place of the `podman mount` that containers.podman.podman runs for each task) once per
+ansible-playbook run, and keeps them in the run's local temporary directory for its later tasks,
+while that pid is still the container's init. Files go through /proc/<pid>/root, the container's
+root as its own processes see it (tmpfs mounts included), with containers.podman's put_file and
+fetch_file. A task with a remote user falls back to containers.podman's `podman exec --user` (runc
+wants numeric ids). The scenario's molecule.yml selects this connection (ansible_connection) and
+puts this directory on ANSIBLE_CONNECTION_PLUGINS.
 """
 
 DOCUMENTATION = """
@@ -49,9 +51,13 @@ options:
       - name: ANSIBLE_PODMAN_EXTRA_ARGS
 """
 
+import hashlib
+import os
 import shlex
 import subprocess
+import tempfile
 
+from ansible import constants as C
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.process import get_bin_path
 from ansible.module_utils.common.text.converters import to_bytes, to_native
@@ -72,6 +78,29 @@ class Connection(_PODMAN):
     def _connect(self):
         # ConnectionBase's, not containers.podman's: that one runs `podman mount`.
         ConnectionBase._connect(self)
+        self._runc_id, pid = self._cached_container() or self._inspect_container()
+        self._mount_point = to_bytes("/proc/%s/root" % pid)
+        self._connected = True
+
+    def _cache_file(self):
+        # The local temporary directory of this ansible-playbook run, which its task processes share
+        # and which it removes when it ends.
+        name = hashlib.sha256(to_bytes(self._container_id, errors="surrogate_or_strict")).hexdigest()[:16]
+        return os.path.join(C.DEFAULT_LOCAL_TMP, "podman_runc-%s" % name)
+
+    def _cached_container(self):
+        """(id, pid) an earlier task of this run found, while that pid is still the container's init
+        (its cgroup names the id: a container created again has another id, a pid used again
+        another cgroup); else None."""
+        try:
+            with open(self._cache_file()) as handle:
+                container_id, pid = handle.read().split()
+            with open("/proc/%s/cgroup" % pid) as handle:
+                return (container_id, pid) if container_id in handle.read() else None
+        except (OSError, ValueError):
+            return None
+
+    def _inspect_container(self):
         rc, out, err = self._podman(["container", "inspect", "--format", "{{.Id}} {{.State.Pid}} {{.OCIRuntime}}"])
         fields = to_native(out, errors="surrogate_or_strict").split()
         if rc != 0 or len(fields) != 3 or not fields[1].isdigit() or fields[1] == "0":
@@ -82,9 +111,14 @@ class Connection(_PODMAN):
             raise AnsibleConnectionFailure("podman_runc: container %s runs with the %s runtime, not runc: set "
                                            "[engine] runtime = \"runc\" in the CONTAINERS_CONF podman uses"
                                            % (self._container_id, fields[2]))
-        self._runc_id, pid = fields[0], fields[1]
-        self._mount_point = to_bytes("/proc/%s/root" % pid)
-        self._connected = True
+        try:
+            descriptor, temporary = tempfile.mkstemp(dir=C.DEFAULT_LOCAL_TMP)
+            with os.fdopen(descriptor, "w") as handle:
+                handle.write("%s %s\n" % (fields[0], fields[1]))
+            os.replace(temporary, self._cache_file())
+        except OSError:
+            pass  # no cache: the next task asks podman again
+        return fields[0], fields[1]
 
     def exec_command(self, cmd, in_data=None, sudoable=False):
         if self.user:
