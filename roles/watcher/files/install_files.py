@@ -1,10 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to azure_imds.scheduled_events
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The watcher role's installer of the daemon's program files, run on the host by tasks/present.yml:
-`python3 -c <_watcher_install_bootstrap> [--check]` reads {"program": <this file>, "mode": "0644", "files":
-{path: text}} as JSON on stdin, runs this file and calls main() (a short command line, for the messages
-of a failed run).
+"""The installer of a role's program files on the host, in one Python run: the watcher role's
+daemon (tasks/present.yml) and the mock_imds role's package (roles/mock_imds/tasks/install.yml) both
+run this one file. `python3 -c <bootstrap> [--check]` reads {"program": <this file>, "role": <the
+role's name, for messages>, "mode": "0644", "files": {path: text}} as JSON on stdin, runs this file
+and calls main() (a short command line, for the messages of a failed run).
 
 One Python run for the whole package, instead of a stat and a copy (or file) module run per file,
 which made the file copies two thirds of the role's work on a host. What ansible.builtin.copy did
@@ -12,7 +13,7 @@ for these files, it does: a file whose content or mode differs (or that is missi
 regular file) is written to a temporary file in its own directory and renamed over the path, so a
 reader never sees half a file and a symbolic link at the path is replaced, never followed; a file
 already as wanted is left alone. It prints "changed PATH" for each file it changed (with --check:
-would change, writing nothing), and a clear message naming the path when a write fails."""
+would change, writing nothing), and a clear message naming the role and the path when a write fails."""
 
 import os
 import stat
@@ -63,9 +64,9 @@ def main(argv, wanted):
             if not check:
                 write(path, content, mode)
         except OSError as error:
-            sys.stderr.write("watcher role: cannot install %s: %s. The files after it (in sorted order) were not "
+            sys.stderr.write("%s role: cannot install %s: %s. The files after it (in sorted order) were not "
                              "installed; fix what is at that path and run the role again.\n"
-                             % (path, error.strerror or error))
+                             % (wanted["role"], path, error.strerror or error))
             return 1
         sys.stdout.write("changed %s\n" % path)
     return 0
