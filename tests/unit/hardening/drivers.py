@@ -160,13 +160,15 @@ class ModuleRun(object):
         return "msg: %s" % (self.result.get("msg"),)
 
 
-def run_module(name, args, env=None, timeout=90.0):
-    """Run plugins/modules/NAME.py with args as Ansible would, killing it after timeout seconds."""
+def run_module(name, args, env=None, timeout=90.0, command=None):
+    """Run plugins/modules/NAME.py (or the module program command, a list) with args as Ansible
+    would, killing it after timeout seconds."""
     workdir = tempfile.mkdtemp(prefix="hardening-module-")
     args_path = os.path.join(workdir, "args.json")
     with open(args_path, "w") as handle:
         json.dump({"ANSIBLE_MODULE_ARGS": args}, handle)
-    process = Process([sys.executable, "-m", MODULES + name, args_path], clean_env(env), cwd=workdir)
+    command = command or [sys.executable, "-m", MODULES + name]
+    process = Process(command + [args_path], clean_env(env), cwd=workdir)
     result = process.wait(timeout)
     parsed = None
     try:
@@ -253,8 +255,9 @@ class Cell(object):
         event.update(fields)
         return event
 
-    def set_faults(self):
-        for fault in self.row.fault_specs(self):
+    def set_faults(self, twin=False):
+        """The row's faults; twin: those the row gives the win_uri path's twins."""
+        for fault in self.row.fault_specs(self, twin=twin):
             self.mock.control("POST", "faults", fault)
 
     def clear_faults(self):
@@ -351,23 +354,31 @@ class _Connection(object):
         self.resets += 1
 
 
-def make_wait_action(args, execute_module, sleep=None):
-    """The scheduled_event_wait ActionModule for a task with args; execute_module replaces the host."""
-    from ansible_collections.azure_imds.scheduled_events.plugins.action import scheduled_event_wait as action_mod
+def make_action(plugin, args, execute_module, sleep=None):
+    """The ActionModule of the collection's action plugin (e.g. scheduled_event_wait) for a task with
+    args; execute_module replaces the host."""
+    import importlib
 
+    action_mod = importlib.import_module("ansible_collections.azure_imds.scheduled_events.plugins.action." + plugin)
+    fqcn = "azure_imds.scheduled_events." + plugin
     task = unittest_mock.MagicMock()
     task.args = dict(args)
     task.check_mode = False
     task.async_val = 0
-    task.action = WAIT_FQCN
+    task.action = fqcn
     action = action_mod.ActionModule(task, _Connection(), unittest_mock.MagicMock(), loader=None, templar=None,
                                      shared_loader_obj=None)
-    action._load_name = WAIT_FQCN
+    action._load_name = fqcn
     action._execute_module = execute_module
     action._remove_tmp_path = lambda *args, **kwargs: None
     if sleep is not None:
         action._sleep = sleep
     return action
+
+
+def make_wait_action(args, execute_module, sleep=None):
+    """The scheduled_event_wait ActionModule for a task with args; execute_module replaces the host."""
+    return make_action(WAIT_FQCN.rsplit(".", 1)[-1], args, execute_module, sleep=sleep)
 
 
 def wait_args(cell):
@@ -381,13 +392,23 @@ def observe_wait(cell):
     def execute_module(module_name=None, module_args=None, task_vars=None, **kwargs):
         run = run_module(module_name.rsplit(".", 1)[-1], dict(module_args), env=cell.env, timeout=HANG_AFTER)
         runs.append(run)
-        if run.result is None:
-            # What Ansible makes of a module that printed no JSON.
-            return {"failed": True, "msg": "MODULE FAILURE", "module_stdout": run.process.stdout,
-                    "module_stderr": run.process.stderr, "rc": run.process.returncode}
-        return run.result
+        return ansible_result(run)
 
-    action = make_wait_action(wait_args(cell), execute_module)
+    return observe_action(make_wait_action(wait_args(cell), execute_module), runs,
+                          ("timeout + request_timeout", WAIT_TIMEOUT + REQUEST_TIMEOUT))
+
+
+def ansible_result(run):
+    """What Ansible gives an action plugin for a module run: its JSON, or what it makes of none."""
+    if run.result is None:
+        return {"failed": True, "msg": "MODULE FAILURE", "module_stdout": run.process.stdout,
+                "module_stderr": run.process.stderr, "rc": run.process.returncode}
+    return run.result
+
+
+def observe_action(action, runs, bound):
+    """Run an action plugin in a thread of this process; runs collects the module runs it made
+    (ModuleRun); bound is (what, seconds): a deadline the action must keep, plus MARGIN."""
     box = {}
 
     def target():
@@ -398,13 +419,13 @@ def observe_wait(cell):
             box["error"] = exc
         box["elapsed"] = time.monotonic() - started
 
-    thread = threading.Thread(target=target, name="wait-cell")
+    thread = threading.Thread(target=target, name="action-cell")
     thread.daemon = True
     thread.start()
     thread.join(WAIT_TIMEOUT + HANG_AFTER + 60)
     max_rss = max([r.process.max_rss_kib for r in runs] or [0])
     if thread.is_alive():
-        return Observation(HANG, None, message="the wait did not return", max_rss_kib=max_rss)
+        return Observation(HANG, None, message="the action did not return", max_rss_kib=max_rss)
     elapsed = box["elapsed"]
     crashed = [r for r in runs if r.outcome in (CRASH, HANG)]
     if "error" in box:
@@ -417,7 +438,7 @@ def observe_wait(cell):
     problems = []
     if crashed:
         outcome = CRASH if crashed[0].outcome == CRASH else HANG
-        message = "an info module run: %s" % crashed[0].describe()
+        message = "a module run: %s" % crashed[0].describe()
     elif result.get("failed"):
         message = result.get("msg")
         outcome = CLEAN_ERROR
@@ -425,12 +446,11 @@ def observe_wait(cell):
             outcome = CRASH
     else:
         outcome, message = SUCCESS, None
-    bound = WAIT_TIMEOUT + REQUEST_TIMEOUT + MARGIN
-    if outcome in (SUCCESS, CLEAN_ERROR) and elapsed > bound:
-        problems.append("took %.1fs, more than timeout + request_timeout + %gs margin (%.1fs)"
-                        % (elapsed, MARGIN, bound))
+    if outcome in (SUCCESS, CLEAN_ERROR) and elapsed > bound[1] + MARGIN:
+        problems.append("took %.1fs, more than %s + %gs margin (%.1fs)" % (elapsed, bound[0], MARGIN, bound[1] + MARGIN))
     return Observation(outcome, elapsed, message=message, warnings=warning_texts(result.get("warnings")),
-                       events=result.get("events"), problems=problems, max_rss_kib=max_rss)
+                       events=result.get("events"), approved=result.get("approved"), problems=problems,
+                       max_rss_kib=max_rss)
 
 
 # --------------------------------------------------------------------------------------------

@@ -127,6 +127,7 @@ json:
 import json
 import os
 import re
+import signal
 import socket
 import time
 
@@ -193,12 +194,24 @@ def send(params, method):
     if params["content_type"] is not None:
         request.add_header("Content-Type", params["content_type"])
     timeout = params["url_timeout"] or None
+    # win_uri's timeout is HttpWebRequest.Timeout: it bounds the whole wait for the answer's status
+    # line and headers (GetResponse), not each read of the socket as urllib's does. An alarm gives
+    # the same bound here (this runs as a module process of its own, in its main thread).
+    previous = signal.signal(signal.SIGALRM, _headers_timed_out)
+    signal.setitimer(signal.ITIMER_REAL, timeout or 0)
     try:
         response = opener.open(request, timeout=timeout)
     except urllib_error.HTTPError as exc:
         # win_uri's -IgnoreBadResponse: a 4xx or 5xx answer is an answer.
         response = exc
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     return response, response.read()
+
+
+def _headers_timed_out(signum, frame):
+    raise socket.timeout("no answer within the timeout")
 
 
 def failure_text(exc):
@@ -242,7 +255,9 @@ def main():
         if any(candidate in (result.get("content_type") or "") for candidate in JSON_CANDIDATES):
             try:
                 result["json"] = json.loads(result["content"])
-            except ValueError:
+            except (ValueError, RecursionError):
+                # win_uri's ConvertFrom-SafeJson drops what it cannot parse (its parser refuses
+                # nesting past a limit) and returns the content alone.
                 pass
     if status not in params["status_code"]:
         module.fail_json(msg="Status code of request '%d' is not in list of valid status codes %s : %s'."
