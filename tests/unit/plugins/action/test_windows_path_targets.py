@@ -21,12 +21,11 @@ from ansible_collections.azure_imds.scheduled_events.tests.support.module_harnes
 STANDIN = os.path.join(collection_path.ROOT, "tests", "support", "win_uri_standin")
 TARGETS = os.path.join(collection_path.ROOT, "tests", "integration", "targets")
 
-# The task files of each target run on the win_uri path: all of them but api_versions.yml (one
-# request per api-version, no logic of the path of its own), to keep the run's time down, and the
-# info target's watch.yml, which runs the watch with async: the win_uri path refuses async (its work
-# runs in the controller's task), and the wait's target exercises the same watch without it.
+# The task files of each target run on the win_uri path: all of them but the info target's
+# watch.yml, which runs the watch with async: the win_uri path refuses async (its work runs in the
+# controller's task), and the wait's target exercises the same watch without it.
 TASK_FILES = {
-    "scheduled_event_info": ["read", "errors"],
+    "scheduled_event_info": ["read", "errors", "api_versions"],
     "scheduled_event_approve": ["approve", "leader", "errors"],
     "scheduled_event_wait": ["main"],
 }
