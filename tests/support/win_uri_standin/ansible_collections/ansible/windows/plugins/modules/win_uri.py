@@ -140,6 +140,18 @@ TIMED_OUT = "The operation has timed out."
 NO_CONNECTION = "Unable to connect to the remote server"
 CLOSED = "The underlying connection was closed: An unexpected error occurred on a receive."
 JSON_CANDIDATES = ("text", "json", "javascript")
+JSON_DEPTH_LIMIT = 100
+
+
+def nesting(value):
+    """How deep lists and objects nest in value, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def argument_spec():
@@ -254,11 +266,13 @@ def main():
         result["content"] = content.decode("utf-8", "replace")
         if any(candidate in (result.get("content_type") or "") for candidate in JSON_CANDIDATES):
             try:
-                result["json"] = json.loads(result["content"])
+                parsed = json.loads(result["content"])
             except (ValueError, RecursionError):
-                # win_uri's ConvertFrom-SafeJson drops what it cannot parse (its parser refuses
-                # nesting past a limit) and returns the content alone.
-                pass
+                parsed = None
+            # win_uri's ConvertFrom-SafeJson drops what it cannot parse (its parser refuses nesting
+            # past a limit; the stand-in takes 100 levels) and returns the content alone.
+            if parsed is not None and nesting(parsed) <= JSON_DEPTH_LIMIT:
+                result["json"] = parsed
     if status not in params["status_code"]:
         module.fail_json(msg="Status code of request '%d' is not in list of valid status codes %s : %s'."
                          % (status, params["status_code"], status), **dict((k, v) for k, v in result.items()
